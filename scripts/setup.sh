@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine lacks to build and test Emily:
+# a C compiler and make, Elixir/Erlang (with the NIF headers), OpenBLAS,
+# LAPACKE, and numpy for the oracle tests. Idempotent; silent when there is
+# nothing to do.
+set -euo pipefail
+
+packages=(build-essential elixir erlang-dev libopenblas-dev liblapacke-dev python3-numpy)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,228 @@
+/*
+ * eval.c — evaluating a lazy graph.
+ *
+ * The graph is walked once, without recursion, into topological (post)
+ * order; nodes already evaluated are leaves. Each node then runs its
+ * primitive and is detached from its inputs, so a buffer is freed as soon
+ * as its last consumer has run and no user holds it.
+ *
+ * Concurrency: several threads (streams) may evaluate graphs that share
+ * nodes. A node is claimed with a compare-and-swap PENDING -> RUNNING; a
+ * thread that finds a node RUNNING elsewhere waits for it. The walk and the
+ * detach both touch `inputs`, so they hold graph_lock; kernels run without
+ * any lock.
+ */
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t node_finished = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct node_list {
+    em_array **items;
+    size_t len, cap;
+} node_list;
+
+static bool list_push(node_list *l, em_array *a) {
+    if (l->len == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 64;
+        em_array **grown = realloc(l->items, ncap * sizeof *grown);
+        if (!grown)
+            return false;
+        l->items = grown;
+        l->cap = ncap;
+    }
+    l->items[l->len++] = a;
+    return true;
+}
+
+/* Pointer set for the walk (open addressing; the graph may be large). */
+typedef struct node_set {
+    em_array **slots;
+    size_t cap, len;
+} node_set;
+
+static size_t hash_ptr(const void *p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* Returns 1 if inserted, 0 if present, -1 on allocation failure. */
+static int set_insert(node_set *s, em_array *a) {
+    if ((s->len + 1) * 2 > s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 128;
+        em_array **slots = calloc(ncap, sizeof *slots);
+        if (!slots)
+            return -1;
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slots[i]) {
+                size_t j = hash_ptr(s->slots[i]) & (ncap - 1);
+                while (slots[j])
+                    j = (j + 1) & (ncap - 1);
+                slots[j] = s->slots[i];
+            }
+        free(s->slots);
+        s->slots = slots;
+        s->cap = ncap;
+    }
+    size_t j = hash_ptr(a) & (s->cap - 1);
+    while (s->slots[j]) {
+        if (s->slots[j] == a)
+            return 0;
+        j = (j + 1) & (s->cap - 1);
+    }
+    s->slots[j] = a;
+    s->len++;
+    return 1;
+}
+
+typedef struct walk_frame {
+    em_array *node;
+    int next_input;
+} walk_frame;
+
+/* Post-order of every pending node reachable from roots; each retained. */
+static em_status topo_order(em_array *const *roots, size_t n, node_list *order) {
+    node_set seen = {0};
+    walk_frame *stack = NULL;
+    size_t depth = 0, cap = 0;
+    em_status st = EM_OK;
+
+    pthread_mutex_lock(&graph_lock);
+    for (size_t r = 0; r < n && st == EM_OK; r++) {
+        em_array *root = roots[r];
+        if (atomic_load(&root->state) == EM_NODE_DONE)
+            continue;
+        int ins = set_insert(&seen, root);
+        if (ins <= 0) {
+            if (ins < 0)
+                st = em__fail(EM_ERR_OOM, "eval: out of memory walking the graph");
+            continue;
+        }
+        if (depth == cap) {
+            cap = cap ? cap * 2 : 64;
+            walk_frame *g = realloc(stack, cap * sizeof *g);
+            if (!g) {
+                st = em__fail(EM_ERR_OOM, "eval: out of memory walking the graph");
+                break;
+            }
+            stack = g;
+        }
+        stack[depth++] = (walk_frame){root, 0};
+        while (depth && st == EM_OK) {
+            walk_frame *f = &stack[depth - 1];
+            if (f->next_input < f->node->ninputs) {
+                em_array *in = f->node->inputs[f->next_input++];
+                if (atomic_load(&in->state) == EM_NODE_DONE)
+                    continue;
+                int added = set_insert(&seen, in);
+                if (added < 0)
+                    st = em__fail(EM_ERR_OOM, "eval: out of memory walking the graph");
+                if (added <= 0)
+                    continue;
+                if (depth == cap) {
+                    cap *= 2;
+                    walk_frame *g = realloc(stack, cap * sizeof *g);
+                    if (!g) {
+                        st = em__fail(EM_ERR_OOM,
+                                      "eval: out of memory walking the graph");
+                        break;
+                    }
+                    stack = g;
+                }
+                stack[depth++] = (walk_frame){in, 0};
+            } else {
+                em_array_retain(f->node);
+                if (!list_push(order, f->node)) {
+                    em_array_release(f->node);
+                    st = em__fail(EM_ERR_OOM, "eval: out of memory walking the graph");
+                }
+                depth--;
+            }
+        }
+    }
+    pthread_mutex_unlock(&graph_lock);
+    free(stack);
+    free(seen.slots);
+    return st;
+}
+
+/* Mark done and drop the inputs (outside the lock: releasing may free a
+ * whole subgraph). */
+static void finish_node(em_array *node) {
+    pthread_mutex_lock(&graph_lock);
+    em_array **inputs = node->inputs;
+    int ninputs = node->ninputs;
+    node->inputs = NULL;
+    node->ninputs = 0;
+    atomic_store(&node->state, EM_NODE_DONE);
+    pthread_mutex_unlock(&graph_lock);
+    for (int i = 0; i < ninputs; i++)
+        em_array_release(inputs[i]);
+    free(inputs);
+}
+
+static void notify_finished(void) {
+    pthread_mutex_lock(&wait_lock);
+    pthread_cond_broadcast(&node_finished);
+    pthread_mutex_unlock(&wait_lock);
+}
+
+/* Run one node, or wait for the thread that is running it. */
+static em_status run_node(em_array *node) {
+    for (;;) {
+        int expected = EM_NODE_PENDING;
+        if (atomic_compare_exchange_strong(&node->state, &expected,
+                                           EM_NODE_RUNNING))
+            break;
+        if (expected == EM_NODE_DONE)
+            return EM_OK;
+        /* RUNNING on another thread: wait for any node to finish. */
+        pthread_mutex_lock(&wait_lock);
+        while (atomic_load(&node->state) == EM_NODE_RUNNING)
+            pthread_cond_wait(&node_finished, &wait_lock);
+        pthread_mutex_unlock(&wait_lock);
+        /* PENDING again means the other thread failed; try ourselves. */
+    }
+    em_status st = node->prim->eval(node);
+    if (st == EM_OK) {
+        finish_node(node);
+    } else {
+        /* Failures are not sticky: the node can be evaluated again (after
+         * clear_cache, say). Drop any partial buffer. */
+        em__buffer_release(node->buffer);
+        node->buffer = NULL;
+        atomic_store(&node->state, EM_NODE_PENDING);
+    }
+    notify_finished();
+    return st;
+}
+
+em_status em__eval_arrays(em_array *const *arrays, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!arrays[i])
+            return em__fail(EM_ERR_ARGUMENT, "eval: array %zu is NULL", i);
+    node_list order = {0};
+    em_status st = topo_order(arrays, n, &order);
+    size_t i = 0;
+    for (; i < order.len && st == EM_OK; i++) {
+        st = run_node(order.items[i]);
+        /* Drop our reference now so that consumers later in the order may
+         * donate this node's buffer (donation needs a refcount of 1). */
+        em_array_release(order.items[i]);
+    }
+    for (; i < order.len; i++)
+        em_array_release(order.items[i]);
+    free(order.items);
+    return st;
+}
+
+em_status em_eval(em_array *const *arrays, size_t n) {
+    return em__eval_arrays(arrays, n);
+}

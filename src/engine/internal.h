@@ -1,0 +1,315 @@
+/*
+ * internal.h — what the engine's source files share: the array node, the
+ * buffer, the primitive descriptor, dtype tables, errors and the thread pool.
+ *
+ * How an op is written (see the files under ops/):
+ *   1. Validate inputs; on bad input return em__fail(EM_ERR_ARGUMENT, ...)
+ *      with a message naming the op, the shapes and dtypes, and what was
+ *      expected (use em__describe() for "f32[2,3]").
+ *   2. Build the node with em__node_new(&prim, dtype, shape, ndim, inputs, n)
+ *      and copy op parameters into node->params (em__node_set_params).
+ *   3. The primitive's `eval` runs later on an evaluation thread with every
+ *      input evaluated. It must give the node a buffer: em__alloc_output()
+ *      (row-major contiguous output, possibly donated from an input) or, for
+ *      views, em__share_buffer() (strides/offset were fixed at build time).
+ */
+#ifndef EMILY_INTERNAL_H
+#define EMILY_INTERNAL_H
+
+#include "emily.h"
+
+#include <complex.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Record a printf-style message for this thread and return `status`. */
+em_status em__fail(em_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Write "f32[2,3]" for `a` into buf (a short, always terminated string).
+ * Returns buf so it can be used inline in a message. */
+typedef struct em_desc { char text[96]; } em_desc;
+const char *em__describe(const em_array *a, em_desc *buf);
+const char *em__describe_shape(const int64_t *shape, int ndim, em_desc *buf);
+
+/* ------------------------------------------------------------------------ */
+/* Buffers and the allocator                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct em_buffer {
+    atomic_int refcount;
+    void *data;
+    size_t nbytes;   /* usable bytes */
+    size_t capacity; /* allocated bytes (the cache bucket) */
+    /* Set when the bytes were read out (to_binary aliases them) or belong
+     * to the caller: such a buffer is never donated or written again. */
+    atomic_bool pinned;
+    void (*release)(void *ctx); /* external memory: how to give it back */
+    void *release_ctx;
+} em_buffer;
+
+/* A buffer of `nbytes` (64-byte aligned, from the size-bucketed cache). */
+em_status em__buffer_new(size_t nbytes, em_buffer **out);
+em_status em__buffer_external(const void *data, size_t nbytes,
+                              void (*release)(void *), void *ctx,
+                              em_buffer **out);
+void em__buffer_retain(em_buffer *b);
+void em__buffer_release(em_buffer *b);
+
+/* ------------------------------------------------------------------------ */
+/* Primitives and nodes                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct em_prim {
+    const char *name;
+    /* Compute node->buffer from its (evaluated) inputs. */
+    em_status (*eval)(em_array *node);
+} em_prim;
+
+enum em_node_state {
+    EM_NODE_PENDING = 0, /* not yet evaluated */
+    EM_NODE_RUNNING = 1, /* claimed by an evaluating thread */
+    EM_NODE_DONE = 2,    /* buffer valid, inputs detached */
+    EM_NODE_FAILED = 3,  /* evaluation failed; error_status/message set */
+};
+
+struct em_array {
+    atomic_int refcount;
+    em_dtype dtype;
+    int ndim;
+    int64_t shape[EM_MAX_NDIM];
+    int64_t strides[EM_MAX_NDIM]; /* in elements; 0 for broadcast axes */
+    int64_t offset;               /* in elements, into buffer->data */
+    int64_t size;                 /* product(shape) */
+    bool row_contiguous;          /* strides are row-major for shape */
+
+    atomic_int state;     /* enum em_node_state */
+    em_buffer *buffer;    /* NULL until evaluated */
+    const em_prim *prim;  /* NULL for arrays created with data */
+    int ninputs;
+    em_array **inputs;    /* owned references; freed on detach */
+    void *params;         /* primitive parameters (plain bytes, freed) */
+    em_status error_status;
+    char *error_message;  /* heap copy when state == FAILED */
+};
+
+/* A new pending node with row-major strides; takes references to inputs.
+ * ndim <= EM_MAX_NDIM and the shape must have been validated (use
+ * em__check_shape). */
+em_status em__node_new(const em_prim *prim, em_dtype dtype,
+                       const int64_t *shape, int ndim, em_array *const *inputs,
+                       int ninputs, em_array **out);
+/* Copy `size` bytes of parameters into the node. */
+em_status em__node_set_params(em_array *node, const void *params, size_t size);
+
+/* Row-major strides for shape; returns the element count. */
+int64_t em__row_strides(const int64_t *shape, int ndim, int64_t *strides);
+bool em__is_row_contiguous(const int64_t *shape, const int64_t *strides,
+                           int ndim);
+
+/* Validate a shape: ndim in [0, EM_MAX_NDIM], dims >= 0, element count and
+ * byte size fit in int64/size_t. `op` names the caller for the message. */
+em_status em__check_shape(const char *op, const int64_t *shape, int ndim,
+                          em_dtype dtype, int64_t *size_out);
+/* Normalise an axis (negative counts from the end) or fail. */
+em_status em__check_axis(const char *op, int axis, int ndim, int *out);
+/* Normalise a set of distinct axes into a bitmask (bit i = axis i). */
+em_status em__check_axes(const char *op, const int *axes, int naxes, int ndim,
+                         unsigned *mask_out);
+/* Broadcast two shapes (right-aligned) or fail naming `op` and both arrays. */
+em_status em__broadcast_shapes(const char *op, const int64_t *sa, int na,
+                               const int64_t *sb, int nb, int64_t *out,
+                               int *nout);
+
+/* ---- used inside a primitive's eval ---------------------------------- */
+
+/* Give `node` a row-major buffer. When one of the listed inputs is held by
+ * nothing but this node, is row-contiguous, unpinned, covers its whole
+ * buffer and has the same element size and count, its buffer is donated
+ * instead of allocating (elementwise ops pass their inputs). */
+em_status em__alloc_output(em_array *node, em_array *const *donors,
+                           int ndonors);
+/* Views: share input `src`'s buffer; node's strides/offset already describe
+ * the view relative to that buffer. */
+void em__share_buffer(em_array *node, const em_array *src);
+
+/* Typed element pointer of an evaluated array at its offset. */
+static inline void *em__data(const em_array *a) {
+    return (char *)a->buffer->data + (size_t)a->offset * em_dtype_size(a->dtype);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Evaluation internals                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Evaluate, returning the first failure. Thread-safe; nodes shared by
+ * concurrent evaluations run once. */
+em_status em__eval_arrays(em_array *const *arrays, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Layout helpers for kernels                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Collapse adjacent axes that are contiguous for every one of `k` operands
+ * (strides_k[i] == strides_k[i+1] * shape[i+1]) and drop size-1 axes.
+ * Writes the collapsed shape and per-operand strides; returns new ndim
+ * (0 means a single element). strides is an array of k pointers. */
+int em__collapse(int ndim, const int64_t *shape, int k,
+                 const int64_t *const *strides_in, int64_t *shape_out,
+                 int64_t (*strides_out)[EM_MAX_NDIM]);
+
+/* ------------------------------------------------------------------------ */
+/* Thread pool                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Run fn(ctx, begin, end) over [0, n) split into chunks across the pool
+ * (the calling thread takes part). Runs inline when n < grain or the pool
+ * is busy with another caller. fn must not fail. */
+typedef void (*em_range_fn)(void *ctx, int64_t begin, int64_t end);
+void em__parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx);
+int em__num_threads(void);
+
+/* Elements below which an elementwise op runs on one thread. */
+#define EM_PARALLEL_GRAIN 65536
+
+/* ------------------------------------------------------------------------ */
+/* Half precision                                                            */
+/* ------------------------------------------------------------------------ */
+
+static inline float em_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do {
+                e++;
+                mant <<= 1;
+            } while ((mant & 0x400u) == 0);
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+        }
+    } else if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t em_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t absx = x & 0x7fffffffu;
+    if (absx > 0x7f800000u) /* NaN: keep it quiet */
+        return (uint16_t)(sign | 0x7e00u | ((absx >> 13) & 0x3ffu));
+    if (absx >= 0x477ff000u) /* rounds to >= 65520: Inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (absx < 0x38800000u) { /* result is subnormal or zero */
+        float af;
+        memcpy(&af, &absx, 4);
+        /* Adding 0.5 (2^-1) aligns the subnormal bits with round-to-even. */
+        float r = af + 0.5f;
+        uint32_t rb;
+        memcpy(&rb, &r, 4);
+        return (uint16_t)(sign | ((rb - 0x3f000000u) & 0x3ffu));
+    }
+    uint32_t mant_odd = (absx >> 13) & 1u;
+    absx += 0xc8000fffu + mant_odd; /* rebias exponent, round to even */
+    return (uint16_t)(sign | (absx >> 13));
+}
+
+static inline float em_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t em_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+    x += 0x7fffu + ((x >> 16) & 1u);         /* round to nearest even */
+    return (uint16_t)(x >> 16);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dtype tables for kernels                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef uint16_t em_f16_t;  /* storage of f16 */
+typedef uint16_t em_bf16_t; /* storage of bf16 */
+typedef float complex em_c64_t;
+typedef double complex em_c128_t;
+
+/*
+ * X(ENUM, suffix, storage type, compute type, load, store)
+ * Kernels are written once against the compute type and instantiated for
+ * every dtype from these tables. f16/bf16 compute in float; pred computes
+ * in uint8_t (0/1). Loads and stores convert between storage and compute.
+ */
+#define EM_LOAD_ID(x) (x)
+#define EM_STORE_ID(x) (x)
+#define EM_STORE_PRED(x) ((uint8_t)((x) != 0))
+
+#define EM_DTYPES_INT(X)                                                       \
+    X(EM_PRED, pred, uint8_t, uint8_t, EM_LOAD_ID, EM_STORE_PRED)              \
+    X(EM_U8, u8, uint8_t, uint8_t, EM_LOAD_ID, EM_STORE_ID)                    \
+    X(EM_U16, u16, uint16_t, uint16_t, EM_LOAD_ID, EM_STORE_ID)                \
+    X(EM_U32, u32, uint32_t, uint32_t, EM_LOAD_ID, EM_STORE_ID)                \
+    X(EM_U64, u64, uint64_t, uint64_t, EM_LOAD_ID, EM_STORE_ID)                \
+    X(EM_S8, s8, int8_t, int8_t, EM_LOAD_ID, EM_STORE_ID)                      \
+    X(EM_S16, s16, int16_t, int16_t, EM_LOAD_ID, EM_STORE_ID)                  \
+    X(EM_S32, s32, int32_t, int32_t, EM_LOAD_ID, EM_STORE_ID)                  \
+    X(EM_S64, s64, int64_t, int64_t, EM_LOAD_ID, EM_STORE_ID)
+
+#define EM_DTYPES_REALFLOAT(X)                                                 \
+    X(EM_F16, f16, em_f16_t, float, em_f16_to_f32, em_f32_to_f16)              \
+    X(EM_BF16, bf16, em_bf16_t, float, em_bf16_to_f32, em_f32_to_bf16)         \
+    X(EM_F32, f32, float, float, EM_LOAD_ID, EM_STORE_ID)                      \
+    X(EM_F64, f64, double, double, EM_LOAD_ID, EM_STORE_ID)
+
+#define EM_DTYPES_COMPLEX(X)                                                   \
+    X(EM_C64, c64, em_c64_t, em_c64_t, EM_LOAD_ID, EM_STORE_ID)                \
+    X(EM_C128, c128, em_c128_t, em_c128_t, EM_LOAD_ID, EM_STORE_ID)
+
+#define EM_DTYPES_REAL(X) EM_DTYPES_INT(X) EM_DTYPES_REALFLOAT(X)
+#define EM_DTYPES_FLOATING(X) EM_DTYPES_REALFLOAT(X) EM_DTYPES_COMPLEX(X)
+#define EM_DTYPES_ALL(X) EM_DTYPES_REAL(X) EM_DTYPES_COMPLEX(X)
+
+/* Unsigned counterpart of an integer type, for wrapping arithmetic
+ * (signed overflow is undefined in C). */
+#define EM_UNSIGNED_OF(T)                                                      \
+    __typeof__(_Generic((T)0, int8_t: (uint8_t)0, int16_t: (uint16_t)0,        \
+                        int32_t: (uint32_t)0, int64_t: (uint64_t)0,            \
+                        default: (T)0))
+
+/* Dtype class checks used by op validation (the `accepts` column). */
+bool em__dtype_accepts(const char *accepts, em_dtype dtype);
+#define EM_ACCEPTS_NUMERIC(d) ((d) != EM_PRED)
+#define EM_ACCEPTS_REAL(d) (!em_dtype_is_complex(d))
+#define EM_ACCEPTS_FLOATING(d) (em_dtype_is_float(d) || em_dtype_is_complex(d))
+#define EM_ACCEPTS_REALFLOAT(d) (em_dtype_is_float(d))
+#define EM_ACCEPTS_INTEGER(d) (em_dtype_is_integer(d))
+#define EM_ACCEPTS_ANY(d) ((void)(d), true)
+
+/* Real counterpart: c64 -> f32, c128 -> f64, others unchanged. */
+em_dtype em__real_dtype(em_dtype d);
+
+#endif
