@@ -328,7 +328,8 @@ typedef enum em_reduce_op {
 
 const char *em_reduce_name(em_reduce_op op);
 
-/* Reduce over `axes` (naxes == 0 with axes == NULL: every axis). The output
+/* Reduce over `axes`. axes == NULL reduces every axis; a non-NULL list with
+ * naxes == 0 reduces none (the op is then a dtype-preserving copy). The output
  * keeps a's dtype (all/any give pred); sums wrap for integers. Float max/min
  * propagate NaN. Reducing an empty axis gives the identity (0, 1, the
  * lowest/highest value, true, false). keep_axes keeps reduced axes as 1. */

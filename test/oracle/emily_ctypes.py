@@ -71,7 +71,7 @@ class E:
         out = np.empty(self.shape, dtype=NP[dt])
         check(lib.em_read(self.ptr, out.ctypes.data_as(P), out.nbytes))
         if dt == "bf16":
-            return (out.astype(np.uint32) << 16).view(np.float32)
+            return np.asarray(out.astype(np.uint32) << np.uint32(16)).view(np.float32)
         return out
 
 
@@ -82,11 +82,11 @@ def shape_arg(shape):
 
 def to_bf16_bits(x):
     """float32 array -> uint16 bf16 bits, round to nearest even."""
-    b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    nan = np.isnan(np.asarray(x, dtype=np.float32))
-    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-    r[nan] = 0x7FC0
-    return r
+    f = np.array(x, dtype=np.float32)  # a copy, 0-d kept
+    b = f.view(np.uint32).astype(np.uint64)
+    u = np.uint64
+    r = np.asarray((b + u(0x7FFF) + ((b >> u(16)) & u(1))) >> u(16)).astype(np.uint16)
+    return np.where(np.isnan(f), np.uint16(0x7FC0), r).astype(np.uint16)
 
 
 def array(x, dtype):
@@ -94,8 +94,9 @@ def array(x, dtype):
     if dtype == "bf16":
         host = to_bf16_bits(x)
     else:
-        host = np.ascontiguousarray(np.asarray(x).astype(NP[dtype]))
-    host = np.ascontiguousarray(host)
+        host = np.asarray(x).astype(NP[dtype])
+    # np.array(order="C") keeps 0-d arrays 0-d (ascontiguousarray would not).
+    host = np.array(host, order="C", copy=True)
     out = P()
     s, n = shape_arg(host.shape)
     check(lib.em_from_data(host.ctypes.data_as(P), host.nbytes, s, n,

@@ -1,0 +1,93 @@
+# Per-op overhead seen from Elixir (DESIGN §7): microseconds to build one
+# lazy op, and to evaluate and read back a 1-element result.
+#
+#   mix run bench/overhead.exs
+#
+# Each case runs in batches; a batch's time divided by its size is one
+# sample, and the table shows the median and the 10th/90th percentiles of
+# the samples (the machine is shared and noisy: compare within one run).
+
+alias Emily.Native
+
+defmodule Overhead do
+  def measure(fun, batch, batches) do
+    # Warm up (JIT, allocator cache, worker thread).
+    for _ <- 1..batch, do: fun.()
+
+    samples =
+      for _ <- 1..batches do
+        start = System.monotonic_time(:nanosecond)
+        for _ <- 1..batch, do: fun.()
+        (System.monotonic_time(:nanosecond) - start) / batch / 1000
+      end
+      |> Enum.sort()
+
+    at = fn q -> Enum.at(samples, min(length(samples) - 1, trunc(q * length(samples)))) end
+    {at.(0.5), at.(0.1), at.(0.9)}
+  end
+
+  def row(name, {median, p10, p90}) do
+    IO.puts(
+      String.pad_trailing(name, 46) <>
+        Enum.map_join(
+          [median, p10, p90],
+          "",
+          &String.pad_leading(:erlang.float_to_binary(&1, decimals: 2), 10)
+        )
+    )
+  end
+end
+
+f32 = fn values ->
+  Emily.from_binary(
+    for(v <- values, into: <<>>, do: <<v::float-32-native>>),
+    [length(values)],
+    {:f, 32}
+  )
+end
+
+a = f32.([1.0])
+b = f32.([2.0])
+m = f32.(Enum.map(1..64, &(&1 * 1.0))) |> Native.reshape([8, 8])
+:ok = Emily.eval(a)
+stream = Emily.Stream.new()
+
+build = [
+  {"build add(a, b)  [1-element f32]", fn -> Native.add(a, b) end},
+  {"build exp(a)", fn -> Native.exp(a) end},
+  {"build sum(m, [1], false)  [8x8]", fn -> Native.sum(m, [1], false) end},
+  {"build reshape(m, [4, 16])", fn -> Native.reshape(m, [4, 16]) end},
+  {"build transpose(m, [1, 0])", fn -> Native.transpose(m, [1, 0]) end},
+  {"build matmul(m, m)", fn -> Native.matmul(m, m) end},
+  {"from_binary (4 bytes)",
+   fn -> Native.from_binary(<<1.0::float-32-native>>, [1], {:f, 32}) end},
+  {"shape(m) + dtype(m)", fn -> {Native.shape(m), Native.dtype(m)} end}
+]
+
+round_trips = [
+  {"Emily.eval(add(a, b))", fn -> Emily.eval(Native.add(a, b)) end},
+  {"Emily.to_binary(add(a, b))  [build+eval+read]", fn -> Emily.to_binary(Native.add(a, b)) end},
+  {"Native.to_binary + await (no telemetry)",
+   fn -> Native.await(Native.to_binary(nil, Native.add(a, b))) end},
+  {"Emily.to_binary on an own Emily.Stream",
+   fn -> Emily.Stream.with_stream(stream, fn -> Emily.to_binary(Native.add(a, b)) end) end},
+  {"Emily.to_binary(sum(exp(m)))  [8x8 -> 1]",
+   fn -> Emily.to_binary(Native.sum(Native.exp(m), nil, false)) end},
+  {"Emily.async_eval([add(a, b)])", fn -> Emily.async_eval([Native.add(a, b)]) end}
+]
+
+IO.puts(
+  "Emily per-op overhead from Elixir (µs per call), #{System.schedulers_online()} schedulers, " <>
+    "Elixir #{System.version()} / OTP #{System.otp_release()}\n"
+)
+
+IO.puts(
+  String.pad_trailing("case", 46) <>
+    Enum.map_join(["median", "p10", "p90"], "", &String.pad_leading(&1, 10))
+)
+
+IO.puts(String.duplicate("-", 76))
+for {name, fun} <- build, do: Overhead.row(name, Overhead.measure(fun, 2000, 51))
+for {name, fun} <- round_trips, do: Overhead.row(name, Overhead.measure(fun, 200, 51))
+Emily.Stream.synchronize()
+Emily.Stream.close(stream)

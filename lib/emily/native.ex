@@ -1,0 +1,335 @@
+defmodule Emily.Native do
+  @moduledoc """
+  NIF stubs: one function per engine entry point of `include/emily.h`, and
+  no policy.
+
+  Arguments are exactly the engine's: tensors are opaque references, shapes
+  and axes are lists of integers, dtypes are `{kind, bits}` tuples
+  (`{:pred, 8}` is the engine's boolean type), streams are references or
+  `nil` for the default stream. Nothing is promoted, defaulted or
+  broadcast here; `Emily` and `Emily.Tensor` do that.
+
+  Graph-building functions return a new lazy tensor in microseconds.
+  `eval/2`, `to_binary/2` and `synchronize/1` return a reference at once and
+  the stream's worker later sends `{ref, result}` to the caller; wait for it
+  with `await/1`. `async_eval/2` only enqueues.
+
+  Bad arguments raise `ArgumentError` naming the function and the argument;
+  engine failures raise `ArgumentError` (bad input: shapes, dtypes, axes)
+  or `RuntimeError` (evaluation, memory, closed stream, full queue) with the
+  engine's message.
+
+  The elementwise and reduce functions are generated from
+  `include/emily_ops.h`, the same registry the engine and the NIF table are
+  generated from:
+
+    * unary ops `op(tensor)`
+    * binary ops `op(left, right)`: both inputs share one dtype and
+      broadcast; comparisons and logical ops return `{:pred, 8}`
+    * reductions `op(tensor, axes, keep_axes)`: `axes` is a list of axes
+      (`[]` reduces none), or `nil` for every axis
+
+  `ops/0` lists them with the dtypes each accepts.
+  """
+
+  # Several op names (abs, floor, ceil, round) are also Kernel functions.
+  import Kernel, except: [abs: 1, floor: 1, ceil: 1, round: 1]
+
+  @on_load :load_nif
+
+  @ops_header Path.expand("../../include/emily_ops.h", __DIR__)
+  @external_resource @ops_header
+
+  # Reads the X(name, accepts) entries of each EM_<FAMILY>_OPS(X) list.
+  parse_ops = fn text ->
+    text
+    |> String.split("\n")
+    |> Enum.reduce({nil, %{}}, fn line, {family, acc} ->
+      family =
+        case Regex.run(~r/^#define EM_(\w+)_OPS\(X\)/, line) do
+          [_, name] -> name
+          nil -> family
+        end
+
+      acc =
+        Regex.scan(~r/X\((\w+),\s*(\w+)\)/, line)
+        |> Enum.reduce(acc, fn [_, op, accepts], acc ->
+          Map.update(acc, family, [{op, accepts}], &[{op, accepts} | &1])
+        end)
+
+      # A list ends at the first line without a continuation backslash.
+      family = if String.ends_with?(String.trim_trailing(line), "\\"), do: family, else: nil
+      {family, acc}
+    end)
+    |> elem(1)
+    |> Map.new(fn {family, ops} -> {family, Enum.reverse(ops)} end)
+  end
+
+  families = parse_ops.(File.read!(@ops_header))
+
+  to_ops = fn names ->
+    Enum.flat_map(names, &Map.fetch!(families, &1))
+    |> Enum.map(fn {op, accepts} ->
+      {String.to_atom(op), String.to_atom(String.downcase(accepts))}
+    end)
+  end
+
+  @unary_ops to_ops.(["UNARY"])
+  @binary_ops to_ops.(["BINARY_ARITH", "BINARY_PRED"])
+  @reduce_ops to_ops.(["REDUCE"])
+
+  if @unary_ops == [] or @binary_ops == [] or @reduce_ops == [] do
+    raise CompileError, description: "could not read the op lists of #{@ops_header}"
+  end
+
+  @typedoc "An opaque engine array."
+  @type tensor :: reference()
+  @typedoc "A stream reference, or `nil` for the default stream."
+  @type stream :: reference() | nil
+  @type dtype :: {:u | :s | :f | :bf | :c | :pred, pos_integer()}
+  @type shape :: [non_neg_integer()]
+  @type axes :: [integer()]
+
+  @doc """
+  The elementwise and reduce ops generated from `include/emily_ops.h`, as
+  `%{unary: [{name, accepts}], binary: [...], reduce: [...]}`, in registry
+  order. `accepts` is the dtype class (`:numeric`, `:real`, `:floating`,
+  `:realfloat`, `:integer`, `:any`).
+  """
+  def ops, do: %{unary: @unary_ops, binary: @binary_ops, reduce: @reduce_ops}
+
+  @doc false
+  def load_nif do
+    path = :filename.join(:code.priv_dir(:emily), ~c"emily_nif")
+
+    case :erlang.load_nif(path, 0) do
+      :ok ->
+        :ok
+
+      {:error, {reason, text}} ->
+        # Say what failed and where: the default is a later, unclear
+        # "module not available" error.
+        message =
+          "Emily: could not load the NIF #{path}.so (#{reason}): #{text}. " <>
+            "Build it with `mix compile` (it runs `make nif`)."
+
+        :persistent_term.put({__MODULE__, :load_error}, message)
+        IO.warn(message, [])
+        :ok
+    end
+  end
+
+  defp nif_error do
+    message = :persistent_term.get({__MODULE__, :load_error}, "Emily: the NIF is not loaded")
+
+    :erlang.nif_error(message)
+  end
+
+  @doc """
+  Waits for the reply to an asynchronous NIF (`eval/2`, `to_binary/2`,
+  `synchronize/1`) and returns its result (`:ok` or the binary), raising
+  the engine's error.
+
+  `timeout` defaults to the `:await_timeout` application setting
+  (`:infinity` unless configured).
+  """
+  @spec await(reference(), timeout()) :: :ok | binary()
+  def await(ref, timeout \\ Application.get_env(:emily, :await_timeout, :infinity)) do
+    receive do
+      {^ref, :ok} -> :ok
+      {^ref, {:ok, binary}} -> binary
+      {^ref, {:error, exception}} -> raise exception
+    after
+      timeout ->
+        raise RuntimeError, "timed out after #{timeout}ms waiting for the stream's worker"
+    end
+  end
+
+  # ---- generated from emily_ops.h ------------------------------------------
+
+  for {op, accepts} <- @unary_ops do
+    @doc "Elementwise `#{op}` (accepts #{accepts} dtypes)."
+    @spec unquote(op)(tensor()) :: tensor()
+    def unquote(op)(_tensor), do: nif_error()
+  end
+
+  for {op, accepts} <- @binary_ops do
+    @doc "Elementwise `#{op}` with broadcasting (accepts #{accepts} dtypes)."
+    @spec unquote(op)(tensor(), tensor()) :: tensor()
+    def unquote(op)(_left, _right), do: nif_error()
+  end
+
+  for {op, accepts} <- @reduce_ops do
+    @doc "Reduction `#{op}` over `axes` (`nil`: all) (accepts #{accepts} dtypes)."
+    @spec unquote(op)(tensor(), axes() | nil, boolean()) :: tensor()
+    def unquote(op)(_tensor, _axes, _keep_axes), do: nif_error()
+  end
+
+  # ---- arrays, evaluation, streams, memory ---------------------------------
+
+  @doc "A tensor from native-endian bytes (`em_from_data`, or aliased when large)."
+  @spec from_binary(binary(), shape(), dtype()) :: tensor()
+  def from_binary(_binary, _shape, _dtype), do: nif_error()
+
+  @doc "Reads a tensor on `stream`; `await/1` returns its bytes (a resource binary)."
+  @spec to_binary(stream(), tensor()) :: reference()
+  def to_binary(_stream, _tensor), do: nif_error()
+
+  @doc "The shape (no evaluation)."
+  @spec shape(tensor()) :: shape()
+  def shape(_tensor), do: nif_error()
+
+  @doc "The dtype (no evaluation)."
+  @spec dtype(tensor()) :: dtype()
+  def dtype(_tensor), do: nif_error()
+
+  @doc "The number of axes."
+  @spec ndim(tensor()) :: non_neg_integer()
+  def ndim(_tensor), do: nif_error()
+
+  @doc "The number of elements."
+  @spec size(tensor()) :: non_neg_integer()
+  def size(_tensor), do: nif_error()
+
+  @doc "The number of bytes of the elements."
+  @spec nbytes(tensor()) :: non_neg_integer()
+  def nbytes(_tensor), do: nif_error()
+
+  @doc "Whether the tensor holds data already."
+  @spec is_evaluated(tensor()) :: boolean()
+  def is_evaluated(_tensor), do: nif_error()
+
+  @doc "Evaluates `tensors` on `stream`; `await/1` returns `:ok`."
+  @spec eval(stream(), [tensor()]) :: reference()
+  def eval(_stream, _tensors), do: nif_error()
+
+  @doc "Enqueues evaluation of `tensors` on `stream` and returns `:ok` at once."
+  @spec async_eval(stream(), [tensor()]) :: :ok
+  def async_eval(_stream, _tensors), do: nif_error()
+
+  @doc "A barrier: `await/1` returns once the jobs queued before it have run."
+  @spec synchronize(stream()) :: reference()
+  def synchronize(_stream), do: nif_error()
+
+  @doc "A new stream (a worker thread); `queue_limit` 0 means the default (8192)."
+  @spec stream_new(non_neg_integer()) :: reference()
+  def stream_new(_queue_limit), do: nif_error()
+
+  @doc "Closes a stream: queued jobs fail, later use raises. Idempotent."
+  @spec stream_close(reference()) :: :ok
+  def stream_close(_stream), do: nif_error()
+
+  @doc "Allocator counters in bytes: `%{active, peak, cache, limit}`."
+  @spec memory_stats() :: %{
+          active: non_neg_integer(),
+          peak: non_neg_integer(),
+          cache: non_neg_integer(),
+          limit: non_neg_integer()
+        }
+  def memory_stats, do: nif_error()
+
+  @doc "Resets the peak counter to the active bytes."
+  def memory_reset_peak, do: nif_error()
+
+  @doc "Frees the allocator's cached blocks (never live ones)."
+  def memory_clear_cache, do: nif_error()
+
+  @doc "Sets the memory limit in bytes (0: none)."
+  def memory_set_limit(_bytes), do: nif_error()
+
+  @doc "The op lists as the engine names them (`em_unary_name` ...)."
+  def op_names, do: nif_error()
+
+  # ---- graph building -------------------------------------------------------
+
+  @doc "A 0-d tensor from one element's native-endian bytes."
+  def scalar(_bytes, _dtype), do: nif_error()
+
+  @doc "A 0-d tensor holding `number` converted to `dtype`."
+  def scalar_f64(_number, _dtype), do: nif_error()
+
+  @doc "A 0-d tensor holding the integer converted to `dtype` (wrapping)."
+  def scalar_s64(_integer, _dtype), do: nif_error()
+
+  @doc "`pred ? on_true : on_false`, broadcasting all three."
+  def select(_pred, _on_true, _on_false), do: nif_error()
+
+  @doc "`min(max(tensor, min), max)`."
+  def clip(_tensor, _min, _max), do: nif_error()
+
+  @doc "Value conversion."
+  def as_type(_tensor, _dtype), do: nif_error()
+
+  @doc "Reinterprets the bytes (same element size)."
+  def bitcast(_tensor, _dtype), do: nif_error()
+
+  @doc "0, 1, 2, ... along `axis` of `shape`."
+  def iota(_shape, _axis, _dtype), do: nif_error()
+
+  @doc "Ones on diagonal `k` of the last two axes."
+  def eye(_shape, _k, _dtype), do: nif_error()
+
+  @doc "`value` broadcast to `shape` and converted to `dtype`."
+  def full(_value, _shape, _dtype), do: nif_error()
+
+  @doc "New shape with the same size; one entry may be -1."
+  def reshape(_tensor, _shape), do: nif_error()
+
+  @doc "Permutes axes: out axis i is the input's axis `axes[i]`."
+  def transpose(_tensor, _axes), do: nif_error()
+
+  @doc "Broadcasts to `shape` (a view)."
+  def broadcast_to(_tensor, _shape), do: nif_error()
+
+  @doc "Removes the given size-1 axes (all of them for `[]`)."
+  def squeeze(_tensor, _axes), do: nif_error()
+
+  @doc "Inserts a size-1 axis."
+  def expand_dims(_tensor, _axis), do: nif_error()
+
+  @doc "Strided slice: one start, stop and stride per axis (a view)."
+  def slice(_tensor, _start, _stop, _strides), do: nif_error()
+
+  @doc "A copy of `tensor` with `update` written at `start`."
+  def put_slice(_tensor, _start, _update), do: nif_error()
+
+  @doc "Joins tensors along `axis`."
+  def concatenate(_tensors, _axis), do: nif_error()
+
+  @doc "Reverses the given axes (a view)."
+  def reverse(_tensor, _axes), do: nif_error()
+
+  @doc "A row-major contiguous tensor."
+  def contiguous(_tensor), do: nif_error()
+
+  @doc "Index of the max along `axis` (`nil`: flattened); `dtype` `nil` is s64."
+  def argmax(_tensor, _axis, _keep_axis, _tie_high, _dtype), do: nif_error()
+
+  @doc "Index of the min along `axis` (`nil`: flattened); `dtype` `nil` is s64."
+  def argmin(_tensor, _axis, _keep_axis, _tie_high, _dtype), do: nif_error()
+
+  @doc "General contraction as `Nx.dot/6`."
+  def dot(_left, _right, _contract_left, _contract_right, _batch_left, _batch_right),
+    do: nif_error()
+
+  @doc "Matrix product over the last two axes with broadcast batch axes."
+  def matmul(_left, _right), do: nif_error()
+
+  @doc "`Nx.gather`: rows of `indices` address `axes`."
+  def gather(_tensor, _indices, _axes), do: nif_error()
+
+  @doc "`Nx.take` along `axis`."
+  def take(_tensor, _indices, _axis), do: nif_error()
+
+  @doc "`Nx.take_along_axis`."
+  def take_along_axis(_tensor, _indices, _axis), do: nif_error()
+
+  @doc "`Nx.indexed_add` (`axes` `[]`: the first k axes)."
+  def indexed_add(_tensor, _indices, _updates, _axes), do: nif_error()
+
+  @doc "`Nx.indexed_put` (`axes` `[]`: the first k axes)."
+  def indexed_put(_tensor, _indices, _updates, _axes), do: nif_error()
+
+  @doc "A `{:pred, 8}` scalar: whether every index lies in `[0, bound)`."
+  def indices_in_range(_indices, _bound), do: nif_error()
+end

@@ -1,0 +1,53 @@
+defmodule EmilyTest.Helpers do
+  @moduledoc false
+  # Small builders and readers for tests written against Emily.Native.
+
+  alias Emily.Native
+
+  def tensor(values, dtype, shape \\ nil) do
+    shape = shape || [length(values)]
+    Emily.from_binary(encode(values, dtype), shape, dtype)
+  end
+
+  def scalar(value, dtype), do: tensor([value], dtype, [])
+
+  def values(t) do
+    decode(Emily.to_binary(t), Native.dtype(t))
+  end
+
+  def encode(values, dtype), do: for(v <- values, into: <<>>, do: encode1(v, dtype))
+
+  defp encode1(v, {:f, bits}), do: <<v::float-size(bits)-native>>
+  defp encode1(v, {:s, bits}), do: <<v::signed-size(bits)-native>>
+  defp encode1(v, {:u, bits}), do: <<v::unsigned-size(bits)-native>>
+  defp encode1(v, {:pred, 8}), do: <<if(v in [true, 1], do: 1, else: 0)>>
+
+  defp encode1({re, im}, {:c, bits}),
+    do: <<re::float-size(div(bits, 2))-native, im::float-size(div(bits, 2))-native>>
+
+  defp encode1(<<_::16>> = raw, {:bf, 16}), do: raw
+
+  defp encode1(v, {:bf, 16}) do
+    <<hi::16, _::16>> = <<v::float-32-big>>
+    <<hi::16-native>>
+  end
+
+  def decode(bin, {:f, bits}), do: for(<<v::float-size(bits)-native <- bin>>, do: v)
+  def decode(bin, {:s, bits}), do: for(<<v::signed-size(bits)-native <- bin>>, do: v)
+  def decode(bin, {:u, bits}), do: for(<<v::unsigned-size(bits)-native <- bin>>, do: v)
+  def decode(bin, {:pred, 8}), do: for(<<v <- bin>>, do: v)
+
+  def decode(bin, {:c, bits}) do
+    half = div(bits, 2)
+    for <<re::float-size(half)-native, im::float-size(half)-native <- bin>>, do: {re, im}
+  end
+
+  def decode(bin, {:bf, 16}) do
+    for <<v::16-native <- bin>> do
+      <<f::float-32-big>> = <<v::16, 0::16>>
+      f
+    end
+  end
+end
+
+ExUnit.start()
