@@ -105,7 +105,12 @@ void em__parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx) {
     int64_t chunk = (n + threads * 4 - 1) / (threads * 4);
     if (chunk < grain / 2)
         chunk = grain / 2;
-    chunk = (chunk + 63) & ~(int64_t)63;
+    /* Cache-line multiples for element ranges; a few heavy items (rows,
+     * GEMM panels) are left unrounded so they still spread over threads. */
+    if (chunk >= 1024)
+        chunk = (chunk + 63) & ~(int64_t)63;
+    if (chunk < 1)
+        chunk = 1;
 
     pthread_mutex_lock(&pool.lock);
     pool.fn = fn;
