@@ -50,4 +50,6 @@ defmodule EmilyTest.Helpers do
   end
 end
 
+Code.require_file("support/numpy.exs", __DIR__)
+
 ExUnit.start()
