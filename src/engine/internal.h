@@ -177,6 +177,17 @@ typedef void (*em_range_fn)(void *ctx, int64_t begin, int64_t end);
 void em__parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx);
 int em__num_threads(void);
 
+/* Hot loops are compiled three times and picked at load time by the CPU's
+ * level: x86-64-v4 (AVX-512), x86-64-v3 (AVX2 + FMA: FMA matters for the
+ * polynomial math), and the baseline. Never compiled for the build machine
+ * only. */
+#if defined(__x86_64__)
+#define EM_TARGET_CLONES                                                       \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define EM_TARGET_CLONES
+#endif
+
 /* Elements below which an elementwise op runs on one thread. */
 #define EM_PARALLEL_GRAIN 65536
 

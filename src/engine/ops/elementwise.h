@@ -26,7 +26,7 @@
  * at -O2 only vectorises loops that need no runtime alias check or scalar
  * epilogue ("very cheap" cost model), which excludes every kernel here; the
  * dynamic cost model lets it vectorise them. Clang vectorises at -O2. */
-#define EM_EW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define EM_EW_CLONES EM_TARGET_CLONES
 #if defined(__clang__)
 #define EM_EW_HOT EM_EW_CLONES
 #else

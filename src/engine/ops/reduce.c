@@ -61,10 +61,10 @@ typedef struct reduce_kernel {
 #if !defined(__x86_64__)
 #define EM_CLONES
 #elif defined(__clang__)
-#define EM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define EM_CLONES EM_TARGET_CLONES
 #else
 #define EM_CLONES                                                              \
-    __attribute__((target_clones("avx512f", "avx2", "default"),               \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),               \
                    optimize("vect-cost-model=dynamic")))
 #endif
 
