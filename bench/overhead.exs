@@ -64,6 +64,28 @@ build = [
   {"shape(m) + dtype(m)", fn -> {Native.shape(m), Native.dtype(m)} end}
 ]
 
+# The same ops through Emily.Tensor (the Nx-shaped API): the difference to
+# the Native rows above is the API layer's cost (type promotion, option
+# checks, struct wrapping).
+alias Emily.Tensor, as: T
+ta = T.tensor([1.0])
+tb = T.tensor([2.0])
+tm = T.iota({8, 8}, type: :f32)
+
+tensor_build = [
+  {"Tensor.add(a, b)  [1-element f32]", fn -> T.add(ta, tb) end},
+  {"Tensor.add(a, 1.0)  [number operand]", fn -> T.add(ta, 1.0) end},
+  {"Tensor.exp(a)", fn -> T.exp(ta) end},
+  {"Tensor.sum(m, axes: [1])", fn -> T.sum(tm, axes: [1]) end},
+  {"Tensor.reshape(m, {4, 16})", fn -> T.reshape(tm, {4, 16}) end},
+  {"Tensor.transpose(m)", fn -> T.transpose(tm) end},
+  {"Tensor.dot(m, m)", fn -> T.dot(tm, tm) end}
+]
+
+tensor_round_trips = [
+  {"Tensor.to_number(Tensor.sum(Tensor.exp(m)))", fn -> T.to_number(T.sum(T.exp(tm))) end}
+]
+
 round_trips = [
   {"Emily.eval(add(a, b))", fn -> Emily.eval(Native.add(a, b)) end},
   {"Emily.to_binary(add(a, b))  [build+eval+read]", fn -> Emily.to_binary(Native.add(a, b)) end},
@@ -89,5 +111,8 @@ IO.puts(
 IO.puts(String.duplicate("-", 76))
 for {name, fun} <- build, do: Overhead.row(name, Overhead.measure(fun, 2000, 51))
 for {name, fun} <- round_trips, do: Overhead.row(name, Overhead.measure(fun, 200, 51))
+IO.puts(String.duplicate("-", 76))
+for {name, fun} <- tensor_build, do: Overhead.row(name, Overhead.measure(fun, 2000, 51))
+for {name, fun} <- tensor_round_trips, do: Overhead.row(name, Overhead.measure(fun, 200, 51))
 Emily.Stream.synchronize()
 Emily.Stream.close(stream)

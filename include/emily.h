@@ -232,7 +232,8 @@ const char *em_unary_name(em_unary_op op);
 const char *em_binary_name(em_binary_op op);
 
 /* out = op(a). Output dtype is a's, except: is_nan, is_infinity and
- * logical_not give pred; abs of complex gives the real dtype. */
+ * logical_not give pred; abs, real and imag of a complex give the real
+ * dtype. */
 em_status em_unary(em_unary_op op, em_array *a, em_array **out);
 
 /* out = op(a, b) with numpy/Nx broadcasting (shapes aligned from the

@@ -19,9 +19,10 @@
  *             ANY      every dtype
  *
  * Output dtype: the input dtype, except where the family says otherwise
- * (comparisons and logical ops give pred; abs of a complex gives its real
- * counterpart). Binary ops require both inputs to have the same dtype; the
- * caller converts first (Emily.Tensor applies Nx's promotion rules).
+ * (comparisons and logical ops give pred; abs, real and imag of a complex
+ * give its real counterpart). Binary ops require both inputs to have the
+ * same dtype; the caller converts first (Emily.Tensor applies Nx's
+ * promotion rules).
  */
 #ifndef EMILY_OPS_H
 #define EMILY_OPS_H
@@ -47,7 +48,24 @@
     X(logical_not, ANY)                                                        \
     X(bitwise_not, INTEGER)                                                    \
     X(is_nan, ANY)                                                             \
-    X(is_infinity, ANY)
+    X(is_infinity, ANY)                                                        \
+    X(tan, FLOATING)                                                           \
+    X(acos, FLOATING)                                                          \
+    X(asin, FLOATING)                                                          \
+    X(atan, FLOATING)                                                          \
+    X(cosh, FLOATING)                                                          \
+    X(sinh, FLOATING)                                                          \
+    X(acosh, FLOATING)                                                         \
+    X(asinh, FLOATING)                                                         \
+    X(atanh, FLOATING)                                                         \
+    X(cbrt, FLOATING)                                                          \
+    X(erfc, REALFLOAT)                                                         \
+    X(erf_inv, REALFLOAT)                                                      \
+    X(real, FLOATING)                                                          \
+    X(imag, FLOATING)                                                          \
+    X(conjugate, FLOATING)                                                     \
+    X(population_count, INTEGER)                                               \
+    X(count_leading_zeros, INTEGER)
 
 /* Arithmetic: output has the input dtype. */
 #define EM_BINARY_ARITH_OPS(X)                                                 \

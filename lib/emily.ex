@@ -221,6 +221,10 @@ defmodule Emily do
     end)
   end
 
+  def async_eval(other) do
+    raise ArgumentError, "async_eval: expected a list of tensors, got: #{inspect(other)}"
+  end
+
   # ---- checked entry points for Emily.Tensor ---------------------------------
   #
   # The ops that the debug flags cover. With a flag off, its `if` is removed

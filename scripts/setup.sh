@@ -5,7 +5,9 @@
 # nothing to do.
 set -euo pipefail
 
-packages=(build-essential elixir erlang-dev libopenblas-dev liblapacke-dev python3-numpy)
+# clang + libclang-rt-14-dev: the libFuzzer targets (test/fuzz); valgrind: memcheck of the C tests.
+packages=(build-essential elixir erlang-dev libopenblas-dev liblapacke-dev python3-numpy
+          clang libclang-rt-14-dev valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -4,12 +4,25 @@ defmodule Emily.Memory do
 
   Buffers are 64-byte aligned and come from a size-bucketed cache: freed
   buffers go to the cache and are reused. `active` counts live buffers,
-  `cache` the cached ones, `peak` the highest `active` since start or the last
-  `reset_peak/0`.
+  `cache` the cached ones, `peak` the highest `active` since start or the
+  last `reset_peak/0`. The counters are per device; this build has one,
+  `:cpu` (`stats/1`).
 
-  Resource binaries returned by `Emily.to_binary/1` keep their buffer
-  alive until the BEAM collects them (see the warning there):
-  `:erlang.garbage_collect/0` returns it.
+  ## Resource binaries and the BEAM's accounting
+
+  `Emily.to_binary/1` returns a *resource binary* that aliases the engine's
+  buffer (no copy). The BEAM accounts it at the size of its ProcBin (about
+  64 bytes), not at the size of the buffer, so a process that reads many
+  large tensors in a loop grows its engine memory much faster than its heap
+  suggests, and the BEAM may not collect it soon enough to give the buffers
+  back. The binaries are freed when the last process holding them is
+  collected. Mitigations (each is tested in `test/emily/soak_test.exs`):
+
+    * run `:erlang.garbage_collect/0` every few iterations of such a loop;
+    * read in a short-lived process (a `Task`): its heap, and with it every
+      binary it held, goes when it exits;
+    * copy what must be kept with `:binary.copy/1`: the copy is an ordinary
+      BEAM binary and the engine buffer is released with the resource.
   """
 
   alias Emily.Native
@@ -24,12 +37,20 @@ defmodule Emily.Memory do
   @doc """
   The allocator counters in bytes: `%{active, peak, cache, limit}` (`limit` is
   0 when there is none). Emits `[:emily, :memory, :stats]` with `active`,
-  `peak` and `cache` as measurements.
+  `peak` and `cache` as measurements and `%{device: :cpu}` as metadata.
   """
   @spec stats() :: stats()
-  def stats do
+  def stats, do: stats(:cpu)
+
+  @doc """
+  The counters of one device, as `stats/0`. `:cpu` is the only device of
+  this build; `:gpu` raises `ArgumentError` until the CUDA backend lands.
+  """
+  @spec stats(:cpu | :gpu) :: stats()
+  def stats(device) do
+    check_device!("stats", device)
     stats = Native.memory_stats()
-    Emily.Telemetry.execute([:emily, :memory, :stats], Map.delete(stats, :limit), %{})
+    Emily.Telemetry.execute([:emily, :memory, :stats], Map.delete(stats, :limit), %{device: device})
     stats
   end
 
@@ -44,15 +65,33 @@ defmodule Emily.Memory do
   @doc """
   Limits `active + cache` to `bytes` (`:infinity` or 0: no limit). An
   evaluation that would exceed it fails with `RuntimeError` after the cache
-  has been emptied.
+  has been emptied. Live buffers are never freed by lowering the limit.
   """
   @spec set_limit(non_neg_integer() | :infinity) :: :ok
   def set_limit(:infinity), do: Native.memory_set_limit(0)
 
-  def set_limit(bytes) when is_integer(bytes) and bytes >= 0, do: Native.memory_set_limit(bytes)
+  def set_limit(bytes) when is_integer(bytes) and bytes >= 0 and bytes < 0x1_0000_0000_0000_0000,
+    do: Native.memory_set_limit(bytes)
 
   def set_limit(other) do
     raise ArgumentError,
-          "Emily.Memory.set_limit: expected a non-negative integer or :infinity, got: #{inspect(other)}"
+          "Emily.Memory.set_limit: expected a non-negative integer below 2^64 or :infinity, " <>
+            "got: #{inspect(other)}"
+  end
+
+  defp check_device!(function, device) do
+    case device do
+      :cpu ->
+        :ok
+
+      gpu when gpu in [:gpu, :cuda] ->
+        raise ArgumentError,
+              "Emily.Memory.#{function}: device #{inspect(gpu)}: " <>
+                "the CUDA backend is not available in this build (use :cpu)"
+
+      other ->
+        raise ArgumentError,
+              "Emily.Memory.#{function}: unknown device #{inspect(other)} (expected :cpu or :gpu)"
+    end
   end
 end

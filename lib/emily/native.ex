@@ -332,4 +332,128 @@ defmodule Emily.Native do
 
   @doc "A `{:pred, 8}` scalar: whether every index lies in `[0, bound)`."
   def indices_in_range(_indices, _bound), do: nif_error()
+
+  # ---- sort ops ----
+
+  @doc "Stable sort along `axis` (NaN is the largest value); same shape and dtype."
+  def sort(_tensor, _axis, _descending), do: nif_error()
+
+  @doc "The stable sorting permutation along `axis`; `dtype` `nil` is s64."
+  def argsort(_tensor, _axis, _descending, _dtype), do: nif_error()
+
+  # ---- shape ops 2 ----
+
+  @doc """
+  `Nx.pad`: `low`, `high` and `interior` padding per axis with `value` (a
+  one-element tensor of the same dtype); negative `low`/`high` crop.
+  """
+  def pad(_tensor, _value, _low, _high, _interior), do: nif_error()
+
+  @doc """
+  Slice of `sizes` (then `strides`) at the starts held by the 1-D integer
+  tensor `starts`, read at evaluation and clamped so the window fits.
+  """
+  def dynamic_slice(_tensor, _starts, _sizes, _strides), do: nif_error()
+
+  @doc "A copy of `tensor` with `update` written at the clamped starts of the 1-D tensor `starts`."
+  def dynamic_put_slice(_tensor, _starts, _update), do: nif_error()
+
+  # ---- diagnostics ----
+
+  @doc "Build and platform facts (compiler, OpenBLAS core and threads, CPU features, CUDA)."
+  def build_info, do: nif_error()
+
+  # ---- random ops ----
+
+  @doc "Threefry-2x32 random bits of `shape` (dtype u8/u16/u32/u64) from a u32[2] `key`, laid out as Nx.Random."
+  def random_bits(_key, _shape, _dtype), do: nif_error()
+
+  @doc "Threefry-2x32-20 hash of u32 counter pairs (last axis 2) with a u32[2] `key`."
+  def threefry2x32(_key, _counters), do: nif_error()
+
+  @doc "Nx.Random's erf_inv (Giles' approximation in double, rounded to the dtype)."
+  def random_erf_inv(_tensor), do: nif_error()
+
+  # ---- scan ops ----
+
+  @doc "Cumulative `op` (`:sum`, `:product`, `:max`, `:min`) along `axis`, from the end when `reverse`."
+  def scan(_tensor, _op, _axis, _reverse), do: nif_error()
+
+  # ---- linalg ops ----
+
+  @doc "Lower Cholesky factor of Hermitian positive-definite `[..., n, n]` (f32/f64/c64/c128)."
+  def cholesky(_tensor), do: nif_error()
+
+  @doc "Inverse of square `[..., n, n]`; singular matrices give NaNs."
+  def invert(_tensor), do: nif_error()
+
+  @doc "Determinant of square `[..., n, n]`: shape `[...]`."
+  def determinant(_tensor), do: nif_error()
+
+  @doc "`{q, r}` of `[..., m, n]` (`complete`: q `[..., m, m]`, r `[..., m, n]`)."
+  def qr(_tensor, _complete), do: nif_error()
+
+  @doc "`{p, l, u}` with `a = p·l·u` for square `[..., n, n]` (p in a's dtype)."
+  def lu(_tensor), do: nif_error()
+
+  @doc "`{eigenvalues (ascending), eigenvectors (columns)}` of Hermitian `[..., n, n]`."
+  def eigh(_tensor), do: nif_error()
+
+  @doc "`{u, s, vt}` of `[..., m, n]` (f32/f64), s descending."
+  def svd(_tensor, _full_matrices), do: nif_error()
+
+  @doc "Solves `a·x = b`, b `[..., n, k]` or `[..., n]`; raises at evaluation when singular."
+  def solve(_a, _b), do: nif_error()
+
+  @doc "Solves `op(a)·x = b` (`left_side`) or `x·op(a) = b` with triangular `a`."
+  def triangular_solve(_a, _b, _left_side, _lower, _transpose), do: nif_error()
+
+  # ---- fft ops ----
+
+  @doc """
+  Discrete Fourier transform along `axis` of length `length` (the input is
+  cut or zero padded); `mode` is `:forward`, `:inverse` (1/n scaled),
+  `:rfft` (keeps length/2 + 1 entries) or `:irfft` (Hermitian half in, real
+  out). Inputs f32/f64/c64/c128. Result parts below `eps` (a float >= 0)
+  become 0.0.
+  """
+  def fft(_tensor, _axis, _length, _mode, _eps), do: nif_error()
+
+  # ---- window ops ----
+
+  @doc """
+  Reduces every window (`op` is `:sum`, `:product`, `:max` or `:min`); one
+  entry per axis in `window`, `strides`, `pad_low`, `pad_high` and
+  `dilations`. Padding holds the reduction's identity; same dtype.
+  """
+  def window_reduce(_tensor, _op, _window, _strides, _pad_low, _pad_high, _dilations),
+    do: nif_error()
+
+  @doc """
+  `Nx.window_scatter_max` (`select_max` true) or `_min`: adds each `source`
+  element at its window's max (min; ties: last) into an `init_value`-filled
+  tensor of the input's shape and source's dtype.
+  """
+  def window_scatter(_tensor, _source, _init, _select_max, _window, _strides, _low, _high),
+    do: nif_error()
+
+  # ---- conv ops ----
+
+  @doc """
+  N-d cross-correlation, input `{n, c, spatial...}` and kernel
+  `{o, c / feature_groups, spatial...}` of one dtype; one list entry per
+  spatial axis. Output `{n / batch_groups, o, spatial...}`.
+  """
+  def conv(
+        _input,
+        _kernel,
+        _strides,
+        _pad_low,
+        _pad_high,
+        _input_dilation,
+        _kernel_dilation,
+        _feature_groups,
+        _batch_groups
+      ),
+      do: nif_error()
 end

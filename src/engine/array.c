@@ -9,6 +9,16 @@
 /* ---- shapes ------------------------------------------------------------- */
 
 int64_t em__row_strides(const int64_t *shape, int ndim, int64_t *strides) {
+    /* An empty array reads nothing, and its other dimensions may be as
+     * large as int64 allows (em__check_shape accepts [0, 2^62, 2^62]): the
+     * row-major products would overflow. Its strides are all 0, so no
+     * offset computed from them can overflow either. */
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) {
+            for (int j = 0; j < ndim; j++)
+                strides[j] = 0;
+            return 0;
+        }
     int64_t n = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         strides[i] = n;

@@ -61,7 +61,8 @@ static void *worker_main(void *arg) {
 
         em_status st;
         if (closed)
-            st = em__fail(EM_ERR_CLOSED, "stream: the stream was closed");
+            st = em__fail(EM_ERR_CLOSED,
+                         "stream: cancelled: the stream was closed before this job ran");
         else if (j->fn)
             st = j->fn(j->ctx);
         else
@@ -71,7 +72,10 @@ static void *worker_main(void *arg) {
         if (j->done) {
             /* Report an earlier unobserved failure first. */
             if (st == EM_OK && s->pending_status != EM_OK) {
-                st = em__fail(s->pending_status, "%s", s->pending_message);
+                st = em__fail(s->pending_status,
+                              "stream: an earlier asynchronous evaluation on this stream "
+                              "failed: %s",
+                              s->pending_message);
                 s->pending_status = EM_OK;
             }
             pthread_mutex_unlock(&s->lock);

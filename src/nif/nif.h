@@ -172,6 +172,9 @@ static inline ERL_NIF_TERM nif_result(nif_call *c, em_status st,
     F(put_slice, 3)                                                            \
     F(concatenate, 2)                                                          \
     F(reverse, 2)                                                              \
+    F(pad, 5) /* nif_shape2.c */                                               \
+    F(dynamic_slice, 4)                                                        \
+    F(dynamic_put_slice, 3)                                                    \
     F(contiguous, 1)                                                           \
     F(argmax, 5)                                                               \
     F(argmin, 5)                                                               \
@@ -182,7 +185,26 @@ static inline ERL_NIF_TERM nif_result(nif_call *c, em_status st,
     F(take_along_axis, 3)                                                      \
     F(indexed_add, 4)                                                          \
     F(indexed_put, 4)                                                          \
-    F(indices_in_range, 2)
+    F(indices_in_range, 2)                                                     \
+    F(sort, 3) /* nif_sort.c */                                                \
+    F(argsort, 4)                                                              \
+    F(cholesky, 1) /* nif_linalg.c */                                          \
+    F(invert, 1)                                                               \
+    F(determinant, 1)                                                          \
+    F(qr, 2)                                                                   \
+    F(lu, 1)                                                                   \
+    F(eigh, 1)                                                                 \
+    F(svd, 2)                                                                  \
+    F(solve, 2)                                                                \
+    F(triangular_solve, 5)                                                     \
+    F(fft, 5) /* nif_fft.c */                                                  \
+    F(random_bits, 3) /* nif_random.c */                                       \
+    F(threefry2x32, 2)                                                         \
+    F(random_erf_inv, 1)                                                       \
+    F(scan, 4) /* nif_scan.c */                                                \
+    F(window_reduce, 7) /* nif_window.c */                                     \
+    F(window_scatter, 8)                                                       \
+    F(conv, 9) /* nif_conv.c */
 
 #define NIF_DECLARE(name, arity) NIF_DECL(name);
 NIF_CORE_FUNCS(NIF_DECLARE)

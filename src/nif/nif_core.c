@@ -13,6 +13,8 @@
 #define _GNU_SOURCE /* dladdr, RTLD_NODELETE */
 #include "nif.h"
 
+#include "emily_info.h"
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -243,6 +245,7 @@ static ERL_NIF_TERM from_binary_dirty(ErlNifEnv *env, int argc,
 /* ---- asynchronous jobs -------------------------------------------------- */
 
 typedef struct async_req {
+    const char *op; /* the NIF's name, for messages */
     ErlNifPid pid;
     ErlNifEnv *msg_env;
     ERL_NIF_TERM ref;
@@ -270,6 +273,7 @@ static async_req *req_new(nif_call *c) {
         return NULL;
     }
     r->ref = enif_make_ref(r->msg_env);
+    r->op = c->op;
     return r;
 }
 
@@ -300,6 +304,25 @@ static ERL_NIF_TERM read_result(async_req *r, em_status *st) {
     return enif_make_tuple2(env, atoms.ok, bin);
 }
 
+/* "<op>: <engine message>", the stream's own "stream: " prefix dropped
+ * so that the message names the function the caller called. */
+static void stream_message(char *buf, size_t size, const char *op,
+                           const char *message) {
+    if (!message || !*message)
+        message = "job failed";
+    if (strncmp(message, "stream: ", 8) == 0)
+        message += 8;
+    snprintf(buf, size, "%s: %s", op, message);
+}
+
+/* Raise for a failed submission (closed stream, full queue). */
+static ERL_NIF_TERM raise_stream_status(nif_call *c, em_status st) {
+    char text[1024];
+    stream_message(text, sizeof text, c->op, em_last_error());
+    c->raised = enif_raise_exception(c->env, nif_exception(c->env, st, text));
+    return c->raised;
+}
+
 /* Runs on the stream's worker thread. */
 static void on_done(em_status st, const char *message, void *ctx) {
     async_req *r = ctx;
@@ -308,13 +331,13 @@ static void on_done(em_status st, const char *message, void *ctx) {
     if (st == EM_OK && r->read) {
         result = read_result(r, &st);
         if (st != EM_OK)
-            message = st == EM_ERR_OOM ? "to_binary: out of memory" : em_last_error();
+            message = st == EM_ERR_OOM ? "out of memory" : em_last_error();
     }
-    if (st != EM_OK)
-        result = enif_make_tuple2(env, atoms.error,
-                                  nif_exception(env, st, message && *message
-                                                           ? message
-                                                           : "job failed"));
+    if (st != EM_OK) {
+        char text[1024];
+        stream_message(text, sizeof text, r->op, message);
+        result = enif_make_tuple2(env, atoms.error, nif_exception(env, st, text));
+    }
     /* A dead caller is fine: the message is dropped. */
     enif_send(NULL, &r->pid, env, enif_make_tuple2(env, r->ref, result));
     req_free(r);
@@ -325,7 +348,7 @@ static void on_done(em_status st, const char *message, void *ctx) {
  * freed `r`, so the reference term is copied out before submitting. */
 static ERL_NIF_TERM not_submitted(nif_call *c, async_req *r, em_status st) {
     req_free(r);
-    return nif_raise_status(c, st);
+    return raise_stream_status(c, st);
 }
 
 NIF_DECL(eval) {
@@ -360,7 +383,7 @@ NIF_DECL(async_eval) {
     em_status st = em_stream_eval(s, arrays, n, NULL, NULL);
     enif_free(arrays);
     if (st != EM_OK)
-        return nif_raise_status(&c, st);
+        return raise_stream_status(&c, st);
     return atoms.ok;
 }
 
@@ -479,6 +502,35 @@ NIF_DECL(memory_set_limit) {
     return atoms.ok;
 }
 
+/* ---- build facts, for `mix emily.doctor` -------------------------------- */
+
+static ERL_NIF_TERM make_text(ErlNifEnv *env, const char *text) {
+    ERL_NIF_TERM bin;
+    size_t len = text ? strlen(text) : 0;
+    unsigned char *data = enif_make_new_binary(env, len, &bin);
+    if (len)
+        memcpy(data, text, len);
+    return bin;
+}
+
+NIF_DECL(build_info) {
+    em_build_info info;
+    em_get_build_info(&info);
+    ERL_NIF_TERM keys[8] = {
+        enif_make_atom(env, "compiler"),     enif_make_atom(env, "blas_config"),
+        enif_make_atom(env, "blas_core"),    enif_make_atom(env, "blas_threads"),
+        enif_make_atom(env, "engine_threads"), enif_make_atom(env, "cpu_features"),
+        enif_make_atom(env, "cuda"),         enif_make_atom(env, "sanitized")};
+    ERL_NIF_TERM values[8] = {
+        make_text(env, info.compiler),      make_text(env, info.blas_config),
+        make_text(env, info.blas_core),     enif_make_int(env, info.blas_threads),
+        enif_make_int(env, info.engine_threads), make_text(env, info.cpu_features),
+        info.cuda ? atoms.yes : atoms.no,   info.sanitized ? atoms.yes : atoms.no};
+    ERL_NIF_TERM map;
+    enif_make_map_from_arrays(env, keys, values, 8, &map);
+    return map;
+}
+
 /* ---- the op registry, as the engine names it ---------------------------- */
 
 static ERL_NIF_TERM name_list(ErlNifEnv *env, int count,
@@ -507,7 +559,8 @@ NIF_DECL(op_names) {
 
 #define NIF_ROW(name, arity) {#name, arity, nif_##name, 0},
 static ErlNifFunc nif_funcs[] = {NIF_CORE_FUNCS(NIF_ROW) NIF_OP_FUNCS(NIF_ROW)
-                                     NIF_GENERATED_FUNCS};
+                                     NIF_GENERATED_FUNCS
+                                         {"build_info", 0, nif_build_info, 0}};
 #undef NIF_ROW
 
 ERL_NIF_INIT(Elixir.Emily.Native, nif_funcs, on_load, NULL, on_upgrade, NULL)

@@ -262,6 +262,168 @@ EM_TEST(elementwise_unary_complex) {
     }
 }
 
+EM_TEST(elementwise_unary_trig_hyperbolic_and_cbrt) {
+    const double x[] = {0.0, -0.0, 0.5, -1.0, INFINITY, NAN};
+    for (size_t d = 0; d < N_OF(FLOAT_DTYPES); d++) {
+        em_dtype dt = FLOAT_DTYPES[d];
+        double tol = dt == EM_F64 ? 1e-15 : dt == EM_F32 ? 1e-6 : 1e-2;
+        em_array *a = vec(x, N_OF(x), dt);
+        double got[6];
+        struct {
+            em_unary_op op;
+            double (*ref)(double);
+        } cases[] = {{EM_UNARY_tan, tan},     {EM_UNARY_atan, atan},
+                     {EM_UNARY_sinh, sinh},   {EM_UNARY_cosh, cosh},
+                     {EM_UNARY_asinh, asinh}, {EM_UNARY_cbrt, cbrt},
+                     {EM_UNARY_erfc, erfc}};
+        for (size_t c = 0; c < N_OF(cases); c++) {
+            em_array *r = un(cases[c].op, a);
+            CHECK(r && em_array_dtype(r) == dt);
+            t_read_f64(r, got, 6);
+            for (int i = 0; i < 4; i++)
+                CHECK_NEAR(got[i], cases[c].ref(x[i]), tol);
+            CHECK(isnan(got[5]));
+            /* Infinities map exactly; -0.0 stays -0.0 through the odd
+             * functions (all but cosh and erfc). */
+            double inf_ref = cases[c].ref(INFINITY);
+            if (isnan(inf_ref) || isinf(inf_ref))
+                CHECK(isnan(inf_ref) ? isnan(got[4]) : got[4] == inf_ref);
+            else
+                CHECK_NEAR(got[4], inf_ref, tol);
+            bool odd = cases[c].op != EM_UNARY_cosh && cases[c].op != EM_UNARY_erfc;
+            CHECK(!odd || signbit(got[1]));
+            em_array_release(r);
+        }
+        em_array_release(a);
+
+        /* Domain [-1, 1] (and [1, Inf) for acosh): NaN outside. */
+        const double y[] = {-1.0, 0.0, 0.5, 1.0, 2.0, -0.0};
+        a = vec(y, N_OF(y), dt);
+        em_array *r = un(EM_UNARY_asin, a);
+        t_read_f64(r, got, 6);
+        CHECK_NEAR(got[0], -M_PI / 2, tol * 2);
+        CHECK(got[1] == 0 && isnan(got[4]) && signbit(got[5]));
+        em_array_release(r);
+        r = un(EM_UNARY_acos, a);
+        t_read_f64(r, got, 6);
+        CHECK_NEAR(got[0], M_PI, tol * 4);
+        CHECK(got[3] == 0 && isnan(got[4]));
+        em_array_release(r);
+        r = un(EM_UNARY_atanh, a);
+        t_read_f64(r, got, 6);
+        CHECK(got[0] == -INFINITY && got[3] == INFINITY && isnan(got[4]));
+        CHECK_NEAR(got[2], atanh(0.5), tol);
+        em_array_release(r);
+        r = un(EM_UNARY_acosh, a);
+        t_read_f64(r, got, 6);
+        CHECK(isnan(got[0]) && isnan(got[2]) && got[3] == 0);
+        CHECK_NEAR(got[4], acosh(2.0), tol);
+        em_array_release(r);
+        r = un(EM_UNARY_erf_inv, a);
+        t_read_f64(r, got, 6);
+        CHECK(got[0] == -INFINITY && got[1] == 0 && got[3] == INFINITY);
+        CHECK(isnan(got[4]) && signbit(got[5]));
+        CHECK_NEAR(got[2], 0.47693627620446987, tol);
+        em_array_release(r);
+        em_array_release(a);
+    }
+    /* erf_inv inverts erf over the whole range, tails included. */
+    const double p[] = {1e-300, 0.1, 0.9, 0.999999, 1 - 1e-15, -0.75};
+    em_array *a = vec(p, N_OF(p), EM_F64);
+    em_array *r = un(EM_UNARY_erf_inv, a);
+    double got[6];
+    t_read_f64(r, got, 6);
+    for (int i = 0; i < 6; i++) {
+        if (fabs(p[i]) <= 0.5)
+            CHECK_NEAR(erf(got[i]) / p[i], 1.0, 1e-15);
+        else
+            CHECK_NEAR(erfc(fabs(got[i])) / (1 - fabs(p[i])), 1.0, 1e-13);
+    }
+    em_array_release(r);
+    em_array_release(a);
+}
+
+EM_TEST(elementwise_unary_complex_parts) {
+    double complex v[] = {3 + 4 * I, -2.5 - 0.5 * I, -8};
+    int64_t n = 3;
+    em_array *src = NULL, *a = NULL;
+    CHECK_OK(em_from_data(v, sizeof v, &n, 1, EM_C128, &src));
+    CHECK_OK(em_as_type(src, EM_C64, &a));
+    const em_array *arrays[] = {src, a};
+    for (int k = 0; k < 2; k++) {
+        em_array *c = (em_array *)arrays[k];
+        em_dtype real = k == 0 ? EM_F64 : EM_F32;
+        em_array *r = un(EM_UNARY_real, c);
+        CHECK(em_array_dtype(r) == real);
+        EXPECT_VALUES(r, 3, -2.5, -8);
+        em_array_release(r);
+        r = un(EM_UNARY_imag, c);
+        CHECK(em_array_dtype(r) == real);
+        EXPECT_VALUES(r, 4, -0.5, 0);
+        em_array_release(r);
+        double complex got[3];
+        r = un(EM_UNARY_conjugate, c);
+        CHECK(em_array_dtype(r) == em_array_dtype(c));
+        read_c128(r, got, 3);
+        CHECK(got[0] == 3 - 4 * I && got[1] == -2.5 + 0.5 * I);
+        em_array_release(r);
+        r = un(EM_UNARY_cbrt, c); /* principal root: -8 -> 1 + sqrt(3) i */
+        read_c128(r, got, 3);
+        CHECK_NEAR(creal(got[2]), 1.0, 1e-6);
+        CHECK_NEAR(cimag(got[2]), sqrt(3.0), 1e-6);
+        em_array_release(r);
+        r = un(EM_UNARY_atanh, c);
+        read_c128(r, got, 3);
+        CHECK_NEAR(creal(got[0]), creal(catanh(3 + 4 * I)), 1e-6);
+        CHECK_NEAR(cimag(got[0]), cimag(catanh(3 + 4 * I)), 1e-6);
+        em_array_release(r);
+    }
+    /* On real floats: real is the value, imag zero, conjugate the value. */
+    const double x[] = {1.5, -0.0, NAN};
+    em_array *f = vec(x, 3, EM_BF16);
+    CHECK_UNARY(EM_UNARY_real, f, 1.5, -0.0, NAN);
+    CHECK_UNARY(EM_UNARY_imag, f, 0, 0, 0);
+    CHECK_UNARY(EM_UNARY_conjugate, f, 1.5, -0.0, NAN);
+    em_array_release(f);
+    em_array_release(a);
+    em_array_release(src);
+}
+
+EM_TEST(elementwise_unary_bit_counts) {
+    const double s8v[] = {0, 1, -1, 127, -128, 6};
+    em_array *a = vec(s8v, 6, EM_S8);
+    CHECK_UNARY(EM_UNARY_population_count, a, 0, 1, 8, 7, 1, 2);
+    CHECK_UNARY(EM_UNARY_count_leading_zeros, a, 8, 7, 0, 1, 0, 5);
+    em_array_release(a);
+    const double u64v[] = {0, 1, 18446744073709551615.0, 4294967296.0};
+    a = vec(u64v, 4, EM_U64);
+    CHECK_UNARY(EM_UNARY_population_count, a, 0, 1, 64, 1);
+    CHECK_UNARY(EM_UNARY_count_leading_zeros, a, 64, 63, 0, 31);
+    em_array_release(a);
+    const double u16v[] = {0, 255, 256, 65535};
+    a = vec(u16v, 4, EM_U16);
+    CHECK_UNARY(EM_UNARY_population_count, a, 0, 8, 1, 16);
+    CHECK_UNARY(EM_UNARY_count_leading_zeros, a, 16, 8, 7, 0);
+    em_array_release(a);
+    const double s32v[] = {-1, 1 << 30, 0};
+    a = vec(s32v, 3, EM_S32);
+    CHECK_UNARY(EM_UNARY_population_count, a, 32, 1, 0);
+    CHECK_UNARY(EM_UNARY_count_leading_zeros, a, 0, 1, 32);
+    em_array_release(a);
+    const double pv[] = {0, 1};
+    a = vec(pv, 2, EM_PRED);
+    CHECK_UNARY(EM_UNARY_population_count, a, 0, 1);
+    CHECK_UNARY(EM_UNARY_count_leading_zeros, a, 1, 0);
+    em_array *out = NULL;
+    em_array *f = vec(pv, 2, EM_F32);
+    CHECK_ERR(em_unary(EM_UNARY_population_count, f, &out), EM_ERR_ARGUMENT,
+              "population_count: expected an integer dtype");
+    CHECK_ERR(em_unary(EM_UNARY_real, a, &out), EM_ERR_ARGUMENT,
+              "real: expected a float or complex dtype");
+    em_array_release(f);
+    em_array_release(a);
+}
+
 EM_TEST(elementwise_unary_errors) {
     const double x[] = {1, 2};
     em_array *c = vec(x, 2, EM_C64), *i = vec(x, 2, EM_S32), *f = vec(x, 2, EM_F32);

@@ -27,7 +27,10 @@ lib.em_slice.argtypes = [P, C.POINTER(C.c_int64), C.POINTER(C.c_int64),
 
 UNARY = ["negate", "abs", "sign", "floor", "ceil", "round", "sqrt", "rsqrt",
          "exp", "expm1", "log", "log1p", "sin", "cos", "tanh", "sigmoid",
-         "erf", "logical_not", "bitwise_not", "is_nan", "is_infinity"]
+         "erf", "logical_not", "bitwise_not", "is_nan", "is_infinity",
+         "tan", "acos", "asin", "atan", "cosh", "sinh", "acosh", "asinh",
+         "atanh", "cbrt", "erfc", "erf_inv", "real", "imag", "conjugate",
+         "population_count", "count_leading_zeros"]
 BINARY = ["add", "subtract", "multiply", "divide", "pow", "minimum",
           "maximum", "remainder", "quotient", "atan2", "bitwise_and",
           "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "equal",
@@ -42,7 +45,12 @@ CLASSES = {"NUMERIC": [d for d in DTYPES if d != "pred"],
            "REALFLOAT": FLOATS, "INTEGER": INTS, "ANY": DTYPES}
 UNARY_ACCEPTS = dict(zip(UNARY, ["NUMERIC"] * 3 + ["REAL"] * 3 +
                          ["FLOATING"] * 10 + ["REALFLOAT", "ANY", "INTEGER",
-                                              "ANY", "ANY"]))
+                                              "ANY", "ANY"] +
+                         ["FLOATING"] * 10 + ["REALFLOAT"] * 2 +
+                         ["FLOATING"] * 3 + ["INTEGER"] * 2))
+REAL_OF = {"c64": "f32", "c128": "f64"}
+# Ops whose output is the real dtype of a complex input.
+TO_REAL_OPS = ("abs", "real", "imag")
 BINARY_ACCEPTS = dict(zip(BINARY, ["NUMERIC"] * 5 + ["REAL"] * 3 +
                           ["INTEGER", "REALFLOAT"] + ["INTEGER"] * 5 +
                           ["ANY"] * 2 + ["REAL"] * 4 + ["ANY"] * 3))
@@ -274,6 +282,19 @@ def float_unary_ref(op, x):
             return 1 / (1 + np.exp(-x))
         if op == "erf":
             return np.vectorize(math.erf)(x)
+        simple = {"tan": np.tan, "acos": np.arccos, "asin": np.arcsin,
+                  "atan": np.arctan, "cosh": np.cosh, "sinh": np.sinh,
+                  "acosh": np.arccosh, "asinh": np.arcsinh,
+                  "atanh": np.arctanh, "real": np.real, "imag": np.imag,
+                  "conjugate": np.conj}
+        if op in simple:
+            return simple[op](x)
+        if op == "cbrt":  # complex: the principal root
+            return x ** (1 / 3) if np.iscomplexobj(x) else np.cbrt(x)
+        if op == "erfc":
+            return np.vectorize(math.erfc)(x)
+        if op == "erf_inv":
+            return erfinv_ref(x)
         if op == "logical_not":
             return x == 0
         if op == "is_nan":
@@ -281,6 +302,29 @@ def float_unary_ref(op, x):
         if op == "is_infinity":
             return np.isinf(x)
     raise KeyError(op)
+
+
+def erfinv_ref(y):
+    """erf_inv by bisection on math.erf / math.erfc (to adjacent doubles)."""
+    def one(v):
+        if math.isnan(v) or abs(v) > 1:
+            return math.nan
+        if abs(v) == 1:
+            return math.copysign(math.inf, v)
+        if v == 0:
+            return v
+        a, lo, hi = abs(v), 0.0, 6.0
+        if a < 1e-9:  # the series' next term is below double precision
+            return v * math.sqrt(math.pi) / 2
+        for _ in range(2000):
+            mid = (lo + hi) / 2
+            if mid in (lo, hi):
+                break
+            below = math.erf(mid) < a if a <= 0.5 else \
+                math.erfc(mid) > 1 - a
+            lo, hi = (mid, hi) if below else (lo, mid)
+        return math.copysign(lo, v)
+    return np.vectorize(one, otypes=[np.float64])(np.asarray(y, np.float64))
 
 
 @quiet
@@ -299,6 +343,10 @@ def test_unary_floats_and_complex():
                 x = np.concatenate([special, base])
                 if op in ("sqrt", "rsqrt", "log", "log1p"):
                     x = np.abs(x)
+                if op in ("acos", "asin", "atanh", "erf_inv"):
+                    x = np.concatenate([special, base / 4, [1.0, -1.0]])
+                if op == "acosh":
+                    x = np.concatenate([special, np.abs(base) + 1])
             xs = stored(x, dtype).reshape(-1)
             out = unary(op, array(x, dtype))
             ref = float_unary_ref(op, xs)
@@ -306,8 +354,7 @@ def test_unary_floats_and_complex():
                 assert out.dtype == "pred", (op, dtype, out.dtype)
                 assert_equal(out.numpy(), ref, f"{op} {dtype}")
                 continue
-            want = {"c64": "f32", "c128": "f64"}.get(dtype, dtype) \
-                if op == "abs" else dtype
+            want = REAL_OF.get(dtype, dtype) if op in TO_REAL_OPS else dtype
             assert out.dtype == want, (op, dtype, out.dtype)
             assert_close(got_values(out), ref, want, f"{op} {dtype}")
 
@@ -373,6 +420,13 @@ def test_unary_integers():
                        for v in vals]
             elif op in ("is_nan", "is_infinity"):
                 ref = [0] * len(vals)
+            elif op == "population_count":
+                ref = [bin(v & ((1 << bits_of(dtype)) - 1)).count("1")
+                       for v in vals]
+            elif op == "count_leading_zeros":
+                ref = [bits_of(dtype) -
+                       (v & ((1 << bits_of(dtype)) - 1)).bit_length()
+                       for v in vals]
             want = "pred" if op in ("logical_not", "is_nan", "is_infinity") \
                 else dtype
             assert out.dtype == want, (op, dtype, out.dtype)
@@ -388,6 +442,64 @@ def test_unary_rejects_wrong_dtypes():
                  "exp: expected a float or complex dtype")
     expect_error(lambda: unary("negate", array([1], "pred")), "negate")
     expect_error(lambda: call("em_unary", 99, a), "unknown op")
+    expect_error(lambda: unary("erf_inv", a), "erf_inv: expected a real float")
+    expect_error(lambda: unary("population_count", array([1.0], "f32")),
+                 "population_count: expected an integer dtype")
+    expect_error(lambda: unary("real", array([1], "u8")),
+                 "real: expected a float or complex dtype")
+
+
+@quiet
+def test_unary_erf_inv_accuracy():
+    # Dense over (-1, 1), the tails near +-1 and the edges.
+    y = np.concatenate([np.linspace(-1, 1, 2001), 1 - np.logspace(-16, -1, 60),
+                        -np.logspace(-300, -1, 60), [0.0, -0.0, 1.0, -1.0,
+                                                     1.5, np.nan, 1e-310]])
+    ref = erfinv_ref(y)
+    got = unary("erf_inv", array(y, "f64")).numpy()
+    fin = np.isfinite(ref)
+    assert np.all(np.abs(got[fin] - ref[fin]) <=
+                  4 * np.spacing(np.abs(ref[fin]))), "erf_inv f64 ulp"
+    assert_equal(got[~fin], ref[~fin], "erf_inv f64 edges")
+    assert np.signbit(got[y.size - 6]) and not np.signbit(got[y.size - 7])
+    y32 = y.astype(np.float32)
+    got = unary("erf_inv", array(y32, "f32")).numpy().astype(np.float64)
+    ref = erfinv_ref(y32.astype(np.float64)).astype(np.float32)
+    assert_equal(got, ref.astype(np.float64), "erf_inv f32 correctly rounded")
+
+
+@quiet
+def test_unary_new_ops_strided_and_edges():
+    rng = np.random.default_rng(11)
+    m = rng.uniform(-0.9, 0.9, (5, 7))
+    for dtype in FLOATS:
+        t = transpose(array(m, dtype), [1, 0])
+        ms = stored(m, dtype).T
+        for op in ("tan", "asin", "atanh", "cbrt", "erfc", "erf_inv", "sinh"):
+            assert_close(got_values(unary(op, t)), float_unary_ref(op, ms),
+                         dtype, f"strided {op} {dtype}")
+    # -0.0 and infinities keep their IEEE results.
+    x = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan])
+    a = array(x, "f64")
+    assert_equal(unary("tan", a).numpy(), np.tan(x), "tan edges")
+    assert np.signbit(unary("asinh", a).numpy()[0])
+    assert np.signbit(unary("cbrt", a).numpy()[0])
+    assert np.signbit(unary("erf_inv", a).numpy()[0])
+    for dtype in FLOATS:  # the f32 polynomial tanh used to lose -0's sign
+        assert np.signbit(unary("tanh", array([-0.0], dtype)).numpy()[0])
+    assert_equal(unary("cosh", a).numpy(), np.cosh(x), "cosh edges")
+    assert_equal(unary("erfc", a).numpy(), [1, 1, 0, 2, np.nan], "erfc edges")
+    # Complex parts.
+    z = np.array([1 + 2j, -3.5 - 0.25j, np.inf - 1j], np.complex128)
+    c = array(z, "c128")
+    assert unary("real", c).dtype == "f64"
+    assert_equal(unary("real", c).numpy(), z.real, "real")
+    assert_equal(unary("imag", array(z, "c64")).numpy(),
+                 z.imag.astype(np.float32), "imag c64")
+    assert_equal(unary("conjugate", c).numpy(), np.conj(z), "conjugate")
+    assert unary("conjugate", c).dtype == "c128"
+    assert_close(unary("cbrt", array([8 + 0j, -8 + 0j], "c128")).numpy(),
+                 np.array([8 + 0j, -8 + 0j]) ** (1 / 3), "c128", "complex cbrt")
 
 
 # ---------------------------------------------------------------------------

@@ -133,9 +133,12 @@ defmodule Emily.Tensor.Core do
       {:error, unknown} ->
         raise ArgumentError,
               "unknown keys #{inspect(unknown)} in #{inspect(opts)}, " <>
-                "the allowed keys are: #{inspect(Keyword.keys(defaults))}"
+                "the allowed keys are: #{inspect(Enum.map(defaults, &option_key/1))}"
     end
   end
+
+  defp option_key({key, _default}), do: key
+  defp option_key(key) when is_atom(key), do: key
 
   @doc "Normalises an axis against `rank` (negative counts from the end) or raises."
   def axis!(axis, rank) when is_integer(axis) do

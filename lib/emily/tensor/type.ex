@@ -142,6 +142,7 @@ defmodule Emily.Tensor.Type do
   def merge_number({kind, _}, n) when kind in [:u, :s] and n in [:nan, :infinity, :neg_infinity],
     do: {:f, 32}
 
+  def merge_number({:f, 64}, %Emily.Complex{}), do: {:c, 128}
   def merge_number({kind, _}, %Emily.Complex{}) when kind in [:u, :s, :f, :bf], do: {:c, 64}
   def merge_number(type, _number), do: type
 

@@ -95,7 +95,10 @@ static inline __attribute__((always_inline)) float un_tanhf(float x) {
     uint32_t sbits, bbits, use_small = 0u - (uint32_t)(ax < 0.625f);
     memcpy(&sbits, &small, 4);
     memcpy(&bbits, &big, 4);
-    bbits |= xbits & 0x80000000u; /* tanh is odd */
+    /* tanh is odd: both branches take x's sign (the polynomial would
+     * turn -0 into +0). */
+    sbits = (sbits & 0x7fffffffu) | (xbits & 0x80000000u);
+    bbits |= xbits & 0x80000000u;
     uint32_t rbits = (sbits & use_small) | (bbits & ~use_small);
     float r;
     memcpy(&r, &rbits, 4);
@@ -119,11 +122,63 @@ UN_DEFINE_CEXPM1(cf, float complex, float, f)
 UN_DEFINE_CEXPM1(cd, double complex, double, )
 #define UN_CEXPM1(x) _Generic((x), float complex: un_cexpm1_cf, default: un_cexpm1_cd)(x)
 
+/* Principal cube root of a complex: cbrt|z| at a third of the argument
+ * (the root on the positive real axis for positive reals). */
+#define UN_DEFINE_CCBRT(sfx, CT, RT, F)                                        \
+    static inline CT un_ccbrt_##sfx(CT z) {                                    \
+        RT r = cbrt##F(cabs##F(z)), t = carg##F(z) / 3;                        \
+        CT out;                                                                \
+        __real__ out = r * cos##F(t);                                          \
+        __imag__ out = r * sin##F(t);                                          \
+        return out;                                                            \
+    }
+UN_DEFINE_CCBRT(cf, float complex, float, f)
+UN_DEFINE_CCBRT(cd, double complex, double, )
+#define UN_CCBRT(x) _Generic((x), float complex: un_ccbrt_cf, default: un_ccbrt_cd)(x)
+
+/*
+ * Inverse error function, in double (float dtypes round the result). A
+ * closed-form first guess good to a few parts in 1e3 (from inverting
+ * erf(x)^2 ~ 1 - exp(-x^2 (4/pi + k x^2) / (1 + k x^2)) with k = 0.147),
+ * then three Halley steps on f(x) = erf(x) - |y|, each roughly tripling the
+ * correct digits. Above |y| = 0.5 f is evaluated as (1 - |y|) - erfc(x):
+ * 1 - |y| is exact there, so the tail keeps its relative precision.
+ * erf_inv(+-1) = +-Inf, |y| > 1 and NaN give NaN, and +-0 is kept.
+ */
+static double un_erfinv(double y) {
+    if (!(y > -1.0 && y < 1.0)) {
+        if (y == 1.0)
+            return INFINITY;
+        if (y == -1.0)
+            return -INFINITY;
+        return NAN;
+    }
+    if (y == 0.0)
+        return y;
+    const double k = 0.147, two_over_sqrt_pi = 1.1283791670955126;
+    double a = fabs(y);
+    double l = log((1.0 - a) * (1.0 + a));
+    double t = 2.0 / (3.14159265358979323846 * k) + l / 2.0;
+    double x = sqrt(sqrt(t * t - l / k) - t);
+    for (int i = 0; i < 3; i++) {
+        double f = a <= 0.5 ? erf(x) - a : (1.0 - a) - erfc(x);
+        double d = two_over_sqrt_pi * exp(-x * x);
+        x -= f / (d + x * f);
+    }
+    return copysign(x, y);
+}
+
+/* Leading zeros of an integer in its width (pred: a 1-bit integer). */
+static inline int un_clz64(uint64_t u, int bits) {
+    return u == 0 ? bits : __builtin_clzll(u) - (64 - bits);
+}
+
 #define UN_T(x) __typeof__(x)
 
 /* ------------------------------------------------------------------------ */
 /* The rules: UN_<class>_<op>(x). Same-dtype ops return x's type exactly;   */
-/* pred results are _Bool; abs of a complex returns its real type.          */
+/* pred results are _Bool; abs, real and imag of a complex return its real */
+/* type.                                                                     */
 /* ------------------------------------------------------------------------ */
 
 /* Integers wrap (through the unsigned type: signed overflow is UB). */
@@ -171,6 +226,46 @@ UN_DEFINE_CEXPM1(cd, double complex, double, )
 #define UN_FLT_sigmoid(x) ((UN_T(x))1 / ((UN_T(x))1 + UN_EXP(-(x))))
 #define UN_CPX_sigmoid(x) ((UN_T(x))1 / ((UN_T(x))1 + UN_CF(cexp, -(x))))
 #define UN_FLT_erf(x) UN_RF(erf, x)
+
+#define UN_FLT_tan(x) UN_RF(tan, x)
+#define UN_CPX_tan(x) UN_CF(ctan, x)
+#define UN_FLT_acos(x) UN_RF(acos, x)
+#define UN_CPX_acos(x) UN_CF(cacos, x)
+#define UN_FLT_asin(x) UN_RF(asin, x)
+#define UN_CPX_asin(x) UN_CF(casin, x)
+#define UN_FLT_atan(x) UN_RF(atan, x)
+#define UN_CPX_atan(x) UN_CF(catan, x)
+#define UN_FLT_cosh(x) UN_RF(cosh, x)
+#define UN_CPX_cosh(x) UN_CF(ccosh, x)
+#define UN_FLT_sinh(x) UN_RF(sinh, x)
+#define UN_CPX_sinh(x) UN_CF(csinh, x)
+#define UN_FLT_acosh(x) UN_RF(acosh, x)
+#define UN_CPX_acosh(x) UN_CF(cacosh, x)
+#define UN_FLT_asinh(x) UN_RF(asinh, x)
+#define UN_CPX_asinh(x) UN_CF(casinh, x)
+#define UN_FLT_atanh(x) UN_RF(atanh, x)
+#define UN_CPX_atanh(x) UN_CF(catanh, x)
+#define UN_FLT_cbrt(x) UN_RF(cbrt, x)
+#define UN_CPX_cbrt(x) UN_CCBRT(x)
+#define UN_FLT_erfc(x) UN_RF(erfc, x)
+#define UN_FLT_erf_inv(x) ((UN_T(x))un_erfinv((double)(x)))
+
+/* real and imag of a complex give its real type; on real floats they are
+ * the value and zero (of the same dtype). conjugate of a real is itself. */
+#define UN_FLT_real(x) (x)
+#define UN_CPX_real(x) UN_CF(creal, x)
+#define UN_FLT_imag(x) ((UN_T(x))((void)(x), 0))
+#define UN_CPX_imag(x) UN_CF(cimag, x)
+#define UN_FLT_conjugate(x) (x)
+#define UN_CPX_conjugate(x) UN_CF(conj, x)
+
+/* Bit counts in the integer's own width (pred counts as 1 bit wide). */
+#define UN_INT_population_count(x)                                             \
+    ((UN_T(x))__builtin_popcountll(                                           \
+        (unsigned long long)(EM_UNSIGNED_OF(UN_T(x)))(x)))
+#define UN_INT_count_leading_zeros(x)                                          \
+    ((UN_T(x))un_clz64((uint64_t)(EM_UNSIGNED_OF(UN_T(x)))(x),                 \
+                       ew_dtype == EM_PRED ? 1 : EM_EW_BITS(x)))
 
 /* Nonzero is true (NaN is nonzero; a complex is zero when both parts are). */
 #define UN_INT_logical_not(x) ((_Bool)((x) == 0))
@@ -290,6 +385,11 @@ static bool unary_is_cheap(em_unary_op op, em_dtype dtype) {
     case EM_UNARY_bitwise_not:
     case EM_UNARY_is_nan:
     case EM_UNARY_is_infinity:
+    case EM_UNARY_real:
+    case EM_UNARY_imag:
+    case EM_UNARY_conjugate:
+    case EM_UNARY_population_count:
+    case EM_UNARY_count_leading_zeros:
         return true;
     default:
         return false;
@@ -338,7 +438,8 @@ em_status em_unary(em_unary_op op, em_array *a, em_array **out) {
     if (op == EM_UNARY_is_nan || op == EM_UNARY_is_infinity ||
         op == EM_UNARY_logical_not)
         odt = EM_PRED;
-    else if (op == EM_UNARY_abs)
+    else if (op == EM_UNARY_abs || op == EM_UNARY_real ||
+             op == EM_UNARY_imag)
         odt = em__real_dtype(a->dtype);
 
     em_array *node = NULL;
