@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test of the project, in the order a failure is cheapest to read:
-#   1. the engine and NIF build warning-free (-Werror) with gcc
+#   1. the engine and NIF build warning-free (-Werror) with gcc, and the
+#      engine with clang
 #   2. C engine tests (hand-computed values)
 #   3. numpy oracle tests of the engine (float64 reference, random inputs)
 #   4. the C engine tests again under AddressSanitizer + UBSan
@@ -17,6 +18,8 @@ export MIX_ENV=test
 
 echo "== build (gcc -Werror)"
 make -s -j2 EXTRA_CFLAGS=-Werror all build/test_engine
+echo "== build (clang -Werror)"
+make -s -j2 CC=clang BUILD=build/clang EXTRA_CFLAGS=-Werror build/clang/libemily.a
 
 echo "== C engine tests"
 build/test_engine

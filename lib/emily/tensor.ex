@@ -596,6 +596,19 @@ defmodule Emily.Tensor do
   defdelegate top_k(tensor, opts \\ []), to: Emily.Tensor.Indexing
   # -- END indexing --
 
+  # -- BEGIN serialization --
+  @doc "See `Emily.Tensor.Serialization.serialize/2`."
+  defdelegate serialize(data, opts \\ []), to: Emily.Tensor.Serialization
+  @doc "See `Emily.Tensor.Serialization.deserialize/2`."
+  defdelegate deserialize(binary, opts \\ []), to: Emily.Tensor.Serialization
+  @doc "See `Emily.Tensor.Serialization.load_numpy!/1`."
+  defdelegate load_numpy!(binary), to: Emily.Tensor.Serialization
+  @doc "See `Emily.Tensor.Serialization.load_numpy_archive!/1`."
+  defdelegate load_numpy_archive!(binary), to: Emily.Tensor.Serialization
+  @doc "See `Emily.Tensor.Serialization.to_heatmap/2`."
+  defdelegate to_heatmap(tensor, opts \\ []), to: Emily.Tensor.Serialization
+  # -- END serialization --
+
   # -- BEGIN access --
   @behaviour Access
   @impl Access

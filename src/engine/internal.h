@@ -176,6 +176,11 @@ int em__collapse(int ndim, const int64_t *shape, int k,
 typedef void (*em_range_fn)(void *ctx, int64_t begin, int64_t end);
 void em__parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx);
 int em__num_threads(void);
+/* parallel_for over `nunits` independent units costing about `work`
+ * elements each: a handful of heavy units (GEMM rows, long reductions) still
+ * spread over threads, and many light ones are grouped. */
+void em__parallel_units(int64_t nunits, int64_t work, em_range_fn fn,
+                        void *ctx);
 
 /* Hot loops are compiled three times and picked at load time by the CPU's
  * level: x86-64-v4 (AVX-512), x86-64-v3 (AVX2 + FMA: FMA matters for the
@@ -319,6 +324,22 @@ bool em__dtype_accepts(const char *accepts, em_dtype dtype);
 #define EM_ACCEPTS_REALFLOAT(d) (em_dtype_is_float(d))
 #define EM_ACCEPTS_INTEGER(d) (em_dtype_is_integer(d))
 #define EM_ACCEPTS_ANY(d) ((void)(d), true)
+
+/* Complex values from parts, keeping infinities and NaNs in their part
+ * (re + im*I would not). C11's CMPLX is missing from some compilers (clang
+ * 14 with glibc); C guarantees a complex is laid out as two reals. */
+static inline em_c128_t em_make_c128(double re, double im) {
+    em_c128_t z;
+    double parts[2] = {re, im};
+    memcpy(&z, parts, sizeof z);
+    return z;
+}
+static inline em_c64_t em_make_c64(float re, float im) {
+    em_c64_t z;
+    float parts[2] = {re, im};
+    memcpy(&z, parts, sizeof z);
+    return z;
+}
 
 /* Real counterpart: c64 -> f32, c128 -> f64, others unchanged. */
 em_dtype em__real_dtype(em_dtype d);

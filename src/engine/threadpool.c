@@ -131,3 +131,9 @@ void em__parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx) {
     pthread_mutex_unlock(&pool.lock);
     pthread_mutex_unlock(&pool.region);
 }
+
+void em__parallel_units(int64_t nunits, int64_t work, em_range_fn fn,
+                        void *ctx) {
+    int64_t grain = work < 1 ? EM_PARALLEL_GRAIN : EM_PARALLEL_GRAIN / work;
+    em__parallel_for(nunits, grain < 1 ? 1 : grain, fn, ctx);
+}

@@ -303,31 +303,6 @@ static void dot_loop_task(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
-/* parallel_for over `nunits` units of `work` elements (see reduce.c: the
- * index space is scaled so a few heavy units still spread over threads). */
-typedef struct dot_split {
-    int64_t scale;
-    em_range_fn fn;
-    void *ctx;
-} dot_split;
-
-static void dot_split_run(void *ctxp, int64_t begin, int64_t end) {
-    const dot_split *u = ctxp;
-    int64_t first = (begin + u->scale - 1) / u->scale;
-    int64_t last = (end + u->scale - 1) / u->scale;
-    if (first < last)
-        u->fn(u->ctx, first, last);
-}
-
-static void dot_parallel(int64_t nunits, int64_t work, em_range_fn fn,
-                         void *ctx) {
-    int64_t grain = work < 1 ? EM_PARALLEL_GRAIN : EM_PARALLEL_GRAIN / work;
-    if (grain < 1)
-        grain = 1;
-    dot_split u = {nunits > INT64_MAX / 64 ? 1 : 64, fn, ctx};
-    em__parallel_for(nunits * u.scale, grain * u.scale, dot_split_run, &u);
-}
-
 static em_status dot_eval(em_array *node) {
     const dot_params *p = node->params;
     const em_array *a = node->inputs[0], *b = node->inputs[1];
@@ -406,7 +381,7 @@ static em_status dot_eval(em_array *node) {
         }
     } else {
         dot_loop_job job = {k, packed_a, packed_b, c, m, n, kk};
-        dot_parallel(nbatch * m, kk * n, dot_loop_task, &job);
+        em__parallel_units(nbatch * m, kk * n, dot_loop_task, &job);
     }
     if (!k->in_place)
         k->unpack(out, work_c, node->size);

@@ -189,7 +189,7 @@ static inline double clean(double x, double eps) {
 static void store_row(const fft_job *j, char *dst, cd *buf) {
     int64_t c = j->out_len, s = j->out_stride;
     for (int64_t k = 0; k < c; k++)
-        buf[k] = CMPLX(clean(creal(buf[k]), j->eps), clean(cimag(buf[k]), j->eps));
+        buf[k] = em_make_c128(clean(creal(buf[k]), j->eps), clean(cimag(buf[k]), j->eps));
     switch (j->out_dtype) {
     case EM_F32:
         for (int64_t k = 0; k < c; k++)

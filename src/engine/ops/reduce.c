@@ -267,38 +267,6 @@ static inline void iter_advance(nd_iter *it, int64_t count) {
     }
 }
 
-/* parallel_for over `nunits` units of `work` elements each. The index space
- * is scaled so that the pool's chunking (which rounds chunks up) still
- * spreads a handful of heavy units across threads; a chunk runs the units
- * whose start it contains. */
-typedef struct unit_split {
-    int64_t scale;
-    em_range_fn fn;
-    void *ctx;
-} unit_split;
-
-static void unit_split_run(void *ctxp, int64_t begin, int64_t end) {
-    const unit_split *u = ctxp;
-    int64_t first = (begin + u->scale - 1) / u->scale;
-    int64_t last = (end + u->scale - 1) / u->scale;
-    if (first < last)
-        u->fn(u->ctx, first, last);
-}
-
-static void parallel_units(int64_t nunits, int64_t work, em_range_fn fn,
-                           void *ctx) {
-    if (work < 1)
-        work = 1;
-    int64_t unit_grain = EM_PARALLEL_GRAIN / work;
-    if (unit_grain < 1)
-        unit_grain = 1;
-    unit_split u = {64, fn, ctx};
-    if (nunits > INT64_MAX / 64)
-        u.scale = 1;
-    em__parallel_for(nunits * u.scale, unit_grain * u.scale, unit_split_run,
-                     &u);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Reduction driver                                                          */
 /* ------------------------------------------------------------------------ */
@@ -532,10 +500,10 @@ static void reduce_run(reduce_job *j, int64_t nunits) {
         if (j->partials) {
             j->chunk = chunk;
             j->nchunks = nchunks;
-            parallel_units(nunits * nchunks, chunk * width, reduce_chunks_task,
+            em__parallel_units(nunits * nchunks, chunk * width, reduce_chunks_task,
                            j);
             j->merge_pieces = (width + MERGE_PIECE - 1) / MERGE_PIECE;
-            parallel_units(nunits * j->merge_pieces, nchunks * MERGE_PIECE,
+            em__parallel_units(nunits * j->merge_pieces, nchunks * MERGE_PIECE,
                            reduce_merge_task, j);
             free(j->partials);
             j->partials = NULL;
@@ -543,7 +511,7 @@ static void reduce_run(reduce_job *j, int64_t nunits) {
         }
         /* No memory for partials: fold each unit whole instead. */
     }
-    parallel_units(nunits, work, reduce_units_task, j);
+    em__parallel_units(nunits, work, reduce_units_task, j);
 }
 
 typedef struct reduce_params {
@@ -904,7 +872,7 @@ static em_status argreduce_eval(em_array *node) {
         j.nchunks = (rn + SPLIT_CHUNK - 1) / SPLIT_CHUNK;
         j.partials = malloc((size_t)(nout * j.nchunks) * sizeof(arg_best));
         if (j.partials) {
-            parallel_units(nout * j.nchunks, SPLIT_CHUNK, arg_chunks_task, &j);
+            em__parallel_units(nout * j.nchunks, SPLIT_CHUNK, arg_chunks_task, &j);
             for (int64_t o = 0; o < nout; o++) {
                 arg_best *first = &j.partials[o * j.nchunks];
                 for (int64_t c = 1; c < j.nchunks; c++)
@@ -915,7 +883,7 @@ static em_status argreduce_eval(em_array *node) {
             return EM_OK;
         }
     }
-    parallel_units(nout, rn, arg_units_task, &j);
+    em__parallel_units(nout, rn, arg_units_task, &j);
     return EM_OK;
 }
 
