@@ -10,6 +10,8 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -31,6 +33,9 @@ struct em_stream {
     job *head, *tail;
     int queued, limit;
     bool closed;
+    /* Jobs ever enqueued, read without the lock by the spinning worker. */
+    atomic_uint_fast64_t submitted;
+    bool sleeping; /* the worker waits on `wake` (under lock) */
     em_status pending_status; /* failure of an unobserved job */
     char pending_message[512];
     pthread_t thread;
@@ -43,12 +48,50 @@ static void job_free(job *j) {
     free(j);
 }
 
+/* How long an idle worker polls for the next job before it sleeps. Waking a
+ * sleeping thread costs 10-60 us on a virtual machine (measured here: a
+ * 1-element eval round trip took 60 us with an idle worker and 15 us with a
+ * busy one); a decode loop submits its next step well within this window. */
+#define SPIN_NANOSECONDS 100000
+
+static uint64_t monotonic_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Poll (without the lock) until a job arrives or the spin window ends. */
+static void spin_for_work(em_stream *s, uint64_t seen) {
+    uint64_t deadline = monotonic_ns() + SPIN_NANOSECONDS;
+    for (int i = 0;; i++) {
+        if (atomic_load_explicit(&s->submitted, memory_order_acquire) != seen)
+            return;
+        if ((i & 63) == 63) {
+            if (monotonic_ns() > deadline)
+                return;
+            sched_yield(); /* let a runnable thread of this core go first */
+        }
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
 static void *worker_main(void *arg) {
     em_stream *s = arg;
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while (!s->head && !s->closed)
+        if (!s->head && !s->closed) {
+            uint64_t seen = atomic_load(&s->submitted);
+            pthread_mutex_unlock(&s->lock);
+            spin_for_work(s, seen);
+            pthread_mutex_lock(&s->lock);
+        }
+        while (!s->head && !s->closed) {
+            s->sleeping = true;
             pthread_cond_wait(&s->wake, &s->lock);
+            s->sleeping = false;
+        }
         job *j = s->head;
         if (!j)
             break; /* closed and drained */
@@ -103,6 +146,7 @@ em_status em_stream_new(const em_stream_options *opts, em_stream **out) {
     if (!s)
         return em__fail(EM_ERR_OOM, "stream_new: out of memory");
     atomic_init(&s->refcount, 2); /* caller + worker */
+    atomic_init(&s->submitted, 0);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     s->limit = limit;
@@ -175,7 +219,9 @@ static em_status enqueue(em_stream *s, job *j) {
             s->head = j;
         s->tail = j;
         s->queued++;
-        pthread_cond_signal(&s->wake);
+        atomic_fetch_add_explicit(&s->submitted, 1, memory_order_release);
+        if (s->sleeping) /* a spinning worker sees `submitted` by itself */
+            pthread_cond_signal(&s->wake);
     }
     pthread_mutex_unlock(&s->lock);
     if (st != EM_OK)
