@@ -340,11 +340,11 @@ em_status em_reduce(em_reduce_op op, em_array *a, const int *axes, int naxes,
 typedef enum em_argreduce_op { EM_ARGMAX = 0, EM_ARGMIN = 1 } em_argreduce_op;
 
 typedef struct em_argreduce_options {
-    int axis;        /* used when all_axes is false */
-    bool all_axes;   /* index into the flattened array */
-    bool keep_axis;  /* keep the reduced axis as size 1 */
-    bool tie_high;   /* ties: last index (true) or first (false, default) */
-    em_dtype dtype;  /* index dtype; 0 (EM_PRED) means EM_S64 */
+    int axis;       /* used when all_axes is false */
+    bool all_axes;  /* index into the flattened array */
+    bool keep_axis; /* keep the reduced axis as size 1 */
+    bool tie_high;  /* ties: last index (true) or first (false, default) */
+    em_dtype dtype; /* index dtype; 0 (EM_PRED) means EM_S64 */
 } em_argreduce_options;
 
 /* Index of the max/min. A NaN counts as the extreme (the first NaN wins).
@@ -357,10 +357,10 @@ em_status em_argreduce(em_argreduce_op op, em_array *a,
 /* ------------------------------------------------------------------------ */
 
 typedef struct em_dot_options {
-    int ncontract;                  /* pairs of contracted axes */
+    int ncontract; /* pairs of contracted axes */
     int contract_a[EM_MAX_NDIM];
     int contract_b[EM_MAX_NDIM];
-    int nbatch;                     /* pairs of batch axes */
+    int nbatch; /* pairs of batch axes */
     int batch_a[EM_MAX_NDIM];
     int batch_b[EM_MAX_NDIM];
 } em_dot_options;
@@ -411,8 +411,7 @@ em_status em_indexed_put(em_array *a, em_array *indices, em_array *updates,
 
 /* pred scalar: true when every element of the integer array `indices` lies
  * in [0, bound). */
-em_status em_indices_in_range(em_array *indices, int64_t bound,
-                              em_array **out);
+em_status em_indices_in_range(em_array *indices, int64_t bound, em_array **out);
 
 #ifdef __cplusplus
 }

@@ -40,13 +40,13 @@ extern "C" {
 #endif
 
 typedef struct em_conv_options {
-    int64_t strides[EM_MAX_NDIM];        /* per spatial axis; 0 means 1 */
-    int64_t pad_low[EM_MAX_NDIM];        /* per spatial axis */
+    int64_t strides[EM_MAX_NDIM]; /* per spatial axis; 0 means 1 */
+    int64_t pad_low[EM_MAX_NDIM]; /* per spatial axis */
     int64_t pad_high[EM_MAX_NDIM];
-    int64_t input_dilation[EM_MAX_NDIM]; /* 0 means 1 */
+    int64_t input_dilation[EM_MAX_NDIM];  /* 0 means 1 */
     int64_t kernel_dilation[EM_MAX_NDIM]; /* 0 means 1 */
-    int64_t feature_groups;              /* 0 means 1 */
-    int64_t batch_groups;                /* 0 means 1 */
+    int64_t feature_groups;               /* 0 means 1 */
+    int64_t batch_groups;                 /* 0 means 1 */
 } em_conv_options;
 
 em_status em_conv(em_array *input, em_array *kernel,

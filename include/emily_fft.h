@@ -43,8 +43,8 @@ typedef enum em_fft_mode {
  * by n (EM_FFT_RFFT: n/2 + 1). Result parts (real or imaginary) whose
  * magnitude is below `eps` (>= 0; Nx's clean-up threshold) are stored as
  * +0.0; eps = 0 only turns -0.0 into +0.0. */
-em_status em_fft(em_array *a, int axis, int64_t n, em_fft_mode mode,
-                 double eps, em_array **out);
+em_status em_fft(em_array *a, int axis, int64_t n, em_fft_mode mode, double eps,
+                 em_array **out);
 
 #ifdef __cplusplus
 }

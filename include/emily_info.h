@@ -12,11 +12,11 @@ extern "C" {
 #endif
 
 typedef struct em_build_info {
-    const char *compiler;     /* "gcc 12.2.0", "clang 14.0.6" */
-    const char *blas_config;  /* OpenBLAS's build string ("" when unknown) */
-    const char *blas_core;    /* the CPU kernel set OpenBLAS picked ("Haswell") */
-    int blas_threads;         /* OpenBLAS's thread count */
-    int engine_threads;       /* the engine's thread pool, the caller included */
+    const char *compiler;    /* "gcc 12.2.0", "clang 14.0.6" */
+    const char *blas_config; /* OpenBLAS's build string ("" when unknown) */
+    const char *blas_core; /* the CPU kernel set OpenBLAS picked ("Haswell") */
+    int blas_threads;      /* OpenBLAS's thread count */
+    int engine_threads;    /* the engine's thread pool, the caller included */
     const char *cpu_features; /* "avx512f avx2 fma" (those the kernels use) */
     int cuda;                 /* 1 when a CUDA backend is compiled in */
     int sanitized;            /* 1 when built with AddressSanitizer */

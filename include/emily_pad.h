@@ -23,24 +23,22 @@ extern "C" {
  * array of size 1) and has a's dtype. A 0-d `a` is returned as is.
  * Only cropping (interior 0, low and high <= 0) gives a view. */
 em_status em_pad(em_array *a, em_array *value, const int64_t *low,
-                 const int64_t *high, const int64_t *interior,
-                 em_array **out);
+                 const int64_t *high, const int64_t *interior, em_array **out);
 
 /* Nx.slice with start indices known only at evaluation: `starts` is a 1-D
  * array of any integer dtype with one entry per axis of `a`. At eval each
  * start is CLAMPED into [0, dim - sizes[i]] (as Nx does) so the window
  * always fits. sizes[i] in [0, dim]; strides NULL means 1 (else >= 1).
  * The output has shape ceil(sizes[i] / strides[i]) and is a copy. */
-em_status em_dynamic_slice(em_array *a, em_array *starts,
-                           const int64_t *sizes, const int64_t *strides,
-                           em_array **out);
+em_status em_dynamic_slice(em_array *a, em_array *starts, const int64_t *sizes,
+                           const int64_t *strides, em_array **out);
 
 /* Nx.put_slice with start indices read at evaluation: a copy of `a` with
  * `update` (same dtype and rank, each dim <= a's) written at the starts of
  * the 1-D integer array `starts`, each clamped into
  * [0, dim - update_dim]. */
-em_status em_dynamic_put_slice(em_array *a, em_array *starts,
-                               em_array *update, em_array **out);
+em_status em_dynamic_put_slice(em_array *a, em_array *starts, em_array *update,
+                               em_array **out);
 
 #ifdef __cplusplus
 }

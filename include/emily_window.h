@@ -35,7 +35,7 @@ typedef enum em_window_op {
 
 typedef struct em_window_options {
     int64_t window[EM_MAX_NDIM];
-    int64_t strides[EM_MAX_NDIM];   /* 0 means 1 */
+    int64_t strides[EM_MAX_NDIM]; /* 0 means 1 */
     int64_t pad_low[EM_MAX_NDIM];
     int64_t pad_high[EM_MAX_NDIM];
     int64_t dilations[EM_MAX_NDIM]; /* 0 means 1 */
@@ -60,8 +60,8 @@ em_status em_window_reduce(em_window_op op, em_array *a,
  * accumulates by addition in window order. A window made only of padding
  * scatters nothing. `a` has any real dtype. */
 em_status em_window_scatter(bool select_max, em_array *a, em_array *source,
-                            em_array *init_value,
-                            const em_window_options *opts, em_array **out);
+                            em_array *init_value, const em_window_options *opts,
+                            em_array **out);
 
 #ifdef __cplusplus
 }

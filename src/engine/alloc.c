@@ -89,8 +89,8 @@ static em_status block_alloc(size_t n, void **data, size_t *capacity) {
             pthread_mutex_unlock(&heap.lock);
             b = aligned_alloc(ALIGNMENT, cap);
             if (!b)
-                return em__fail(EM_ERR_OOM, "out of memory allocating %zu bytes",
-                                cap);
+                return em__fail(EM_ERR_OOM,
+                                "out of memory allocating %zu bytes", cap);
         }
         pthread_mutex_lock(&heap.lock);
     }
@@ -190,7 +190,8 @@ void em__buffer_retain(em_buffer *b) {
 }
 
 void em__buffer_release(em_buffer *b) {
-    if (!b || atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1)
+    if (!b ||
+        atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1)
         return;
     if (b->capacity)
         block_free(b->data, b->capacity);

@@ -49,7 +49,8 @@ em_status em__check_shape(const char *op, const int64_t *shape, int ndim,
     if (ndim > 0 && !shape)
         return em__fail(EM_ERR_ARGUMENT, "%s: missing shape", op);
     if (!em_dtype_is_valid((int)dtype))
-        return em__fail(EM_ERR_ARGUMENT, "%s: unknown dtype %d", op, (int)dtype);
+        return em__fail(EM_ERR_ARGUMENT, "%s: unknown dtype %d", op,
+                        (int)dtype);
     int64_t n = 1;
     bool overflow = false;
     for (int i = 0; i < ndim; i++) {
@@ -69,10 +70,11 @@ em_status em__check_shape(const char *op, const int64_t *shape, int ndim,
             overflow = false;
             n = 0;
         }
-    if (overflow || (uint64_t)n > (uint64_t)(INT64_MAX / 16) / em_dtype_size(dtype))
-        return em__fail(EM_ERR_ARGUMENT,
-                        "%s: shape %s of %s has too many elements", op,
-                        em__describe_shape(shape, ndim, &d), em_dtype_name(dtype));
+    if (overflow ||
+        (uint64_t)n > (uint64_t)(INT64_MAX / 16) / em_dtype_size(dtype))
+        return em__fail(
+            EM_ERR_ARGUMENT, "%s: shape %s of %s has too many elements", op,
+            em__describe_shape(shape, ndim, &d), em_dtype_name(dtype));
     if (size_out)
         *size_out = n;
     return EM_OK;
@@ -82,7 +84,8 @@ em_status em__check_axis(const char *op, int axis, int ndim, int *out) {
     int a = axis < 0 ? axis + ndim : axis;
     if (a < 0 || a >= ndim)
         return em__fail(EM_ERR_ARGUMENT,
-                        "%s: axis %d is out of range for rank %d", op, axis, ndim);
+                        "%s: axis %d is out of range for rank %d", op, axis,
+                        ndim);
     *out = a;
     return EM_OK;
 }
@@ -183,6 +186,24 @@ em_status em__node_set_params(em_array *node, const void *params, size_t size) {
     return EM_OK;
 }
 
+em_status em__node_new_params(const em_prim *prim, em_dtype dtype,
+                              const int64_t *shape, int ndim,
+                              em_array *const *inputs, int ninputs,
+                              const void *params, size_t size, em_array **out) {
+    em_array *node;
+    em_status st =
+        em__node_new(prim, dtype, shape, ndim, inputs, ninputs, &node);
+    if (st == EM_OK)
+        st = em__node_set_params(node, params, size);
+    if (st != EM_OK) {
+        em_array_release(node);
+        *out = NULL;
+        return st;
+    }
+    *out = node;
+    return EM_OK;
+}
+
 void em_array_retain(em_array *a) {
     if (a)
         atomic_fetch_add_explicit(&a->refcount, 1, memory_order_relaxed);
@@ -191,7 +212,8 @@ void em_array_retain(em_array *a) {
 /* Releasing the last reference of a long lazy chain would recurse once per
  * node; a worklist keeps the C stack flat whatever the graph's depth. */
 void em_array_release(em_array *a) {
-    if (!a || atomic_fetch_sub_explicit(&a->refcount, 1, memory_order_acq_rel) != 1)
+    if (!a ||
+        atomic_fetch_sub_explicit(&a->refcount, 1, memory_order_acq_rel) != 1)
         return;
     em_array *stack_small[64];
     em_array **stack = stack_small;
@@ -201,7 +223,8 @@ void em_array_release(em_array *a) {
         em_array *n = stack[--top];
         for (int i = 0; i < n->ninputs; i++) {
             em_array *in = n->inputs[i];
-            if (atomic_fetch_sub_explicit(&in->refcount, 1, memory_order_acq_rel) != 1)
+            if (atomic_fetch_sub_explicit(&in->refcount, 1,
+                                          memory_order_acq_rel) != 1)
                 continue;
             if (top == cap) {
                 size_t ncap = cap * 2;
@@ -251,8 +274,8 @@ static em_status leaf_new(const char *op, size_t nbytes, const int64_t *shape,
         em_desc d;
         return em__fail(EM_ERR_ARGUMENT,
                         "%s: got %zu bytes for %s%s, expected %zu", op, nbytes,
-                        em_dtype_name(dtype), em__describe_shape(shape, ndim, &d),
-                        want);
+                        em_dtype_name(dtype),
+                        em__describe_shape(shape, ndim, &d), want);
     }
     em_array *a = node_alloc(dtype, shape, ndim);
     if (!a)
@@ -307,7 +330,8 @@ em_status em_from_external(const void *data, size_t nbytes,
 em_status em_scalar(const void *value, em_dtype dtype, em_array **out) {
     if (!em_dtype_is_valid((int)dtype)) {
         *out = NULL;
-        return em__fail(EM_ERR_ARGUMENT, "scalar: unknown dtype %d", (int)dtype);
+        return em__fail(EM_ERR_ARGUMENT, "scalar: unknown dtype %d",
+                        (int)dtype);
     }
     return em_from_data(value, em_dtype_size(dtype), NULL, 0, dtype, out);
 }

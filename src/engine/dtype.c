@@ -12,7 +12,9 @@ static const struct {
     [EM_F64] = {"f64", 8},   [EM_C64] = {"c64", 8},   [EM_C128] = {"c128", 16},
 };
 
-bool em_dtype_is_valid(int dtype) { return dtype >= 0 && dtype < EM_DTYPE_COUNT; }
+bool em_dtype_is_valid(int dtype) {
+    return dtype >= 0 && dtype < EM_DTYPE_COUNT;
+}
 
 size_t em_dtype_size(em_dtype dtype) {
     return em_dtype_is_valid((int)dtype) ? dtype_info[dtype].size : 0;

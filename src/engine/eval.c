@@ -88,7 +88,8 @@ typedef struct walk_frame {
 } walk_frame;
 
 /* Post-order of every pending node reachable from roots; each retained. */
-static em_status topo_order(em_array *const *roots, size_t n, node_list *order) {
+static em_status topo_order(em_array *const *roots, size_t n,
+                            node_list *order) {
     node_set seen = {0};
     walk_frame *stack = NULL;
     size_t depth = 0, cap = 0;
@@ -102,14 +103,16 @@ static em_status topo_order(em_array *const *roots, size_t n, node_list *order) 
         int ins = set_insert(&seen, root);
         if (ins <= 0) {
             if (ins < 0)
-                st = em__fail(EM_ERR_OOM, "eval: out of memory walking the graph");
+                st = em__fail(EM_ERR_OOM,
+                              "eval: out of memory walking the graph");
             continue;
         }
         if (depth == cap) {
             cap = cap ? cap * 2 : 64;
             walk_frame *g = realloc(stack, cap * sizeof *g);
             if (!g) {
-                st = em__fail(EM_ERR_OOM, "eval: out of memory walking the graph");
+                st = em__fail(EM_ERR_OOM,
+                              "eval: out of memory walking the graph");
                 break;
             }
             stack = g;
@@ -123,7 +126,8 @@ static em_status topo_order(em_array *const *roots, size_t n, node_list *order) 
                     continue;
                 int added = set_insert(&seen, in);
                 if (added < 0)
-                    st = em__fail(EM_ERR_OOM, "eval: out of memory walking the graph");
+                    st = em__fail(EM_ERR_OOM,
+                                  "eval: out of memory walking the graph");
                 if (added <= 0)
                     continue;
                 if (depth == cap) {
@@ -141,7 +145,8 @@ static em_status topo_order(em_array *const *roots, size_t n, node_list *order) 
                 em_array_retain(f->node);
                 if (!list_push(order, f->node)) {
                     em_array_release(f->node);
-                    st = em__fail(EM_ERR_OOM, "eval: out of memory walking the graph");
+                    st = em__fail(EM_ERR_OOM,
+                                  "eval: out of memory walking the graph");
                 }
                 depth--;
             }

@@ -36,7 +36,9 @@ em_status em__fail(em_status status, const char *fmt, ...)
 
 /* Write "f32[2,3]" for `a` into buf (a short, always terminated string).
  * Returns buf so it can be used inline in a message. */
-typedef struct em_desc { char text[96]; } em_desc;
+typedef struct em_desc {
+    char text[96];
+} em_desc;
 const char *em__describe(const em_array *a, em_desc *buf);
 const char *em__describe_shape(const int64_t *shape, int ndim, em_desc *buf);
 
@@ -91,14 +93,14 @@ struct em_array {
     int64_t size;                 /* product(shape) */
     bool row_contiguous;          /* strides are row-major for shape */
 
-    atomic_int state;     /* enum em_node_state */
-    em_buffer *buffer;    /* NULL until evaluated */
-    const em_prim *prim;  /* NULL for arrays created with data */
+    atomic_int state;    /* enum em_node_state */
+    em_buffer *buffer;   /* NULL until evaluated */
+    const em_prim *prim; /* NULL for arrays created with data */
     int ninputs;
-    em_array **inputs;    /* owned references; freed on detach */
-    void *params;         /* primitive parameters (plain bytes, freed) */
+    em_array **inputs; /* owned references; freed on detach */
+    void *params;      /* primitive parameters (plain bytes, freed) */
     em_status error_status;
-    char *error_message;  /* heap copy when state == FAILED */
+    char *error_message; /* heap copy when state == FAILED */
 };
 
 /* A new pending node with row-major strides; takes references to inputs.
@@ -109,6 +111,12 @@ em_status em__node_new(const em_prim *prim, em_dtype dtype,
                        int ninputs, em_array **out);
 /* Copy `size` bytes of parameters into the node. */
 em_status em__node_set_params(em_array *node, const void *params, size_t size);
+/* em__node_new then em__node_set_params; *out stays NULL on failure (the
+ * half-built node is released). The usual last step of an op builder. */
+em_status em__node_new_params(const em_prim *prim, em_dtype dtype,
+                              const int64_t *shape, int ndim,
+                              em_array *const *inputs, int ninputs,
+                              const void *params, size_t size, em_array **out);
 
 /* Row-major strides for shape; returns the element count. */
 int64_t em__row_strides(const int64_t *shape, int ndim, int64_t *strides);
@@ -143,7 +151,8 @@ void em__share_buffer(em_array *node, const em_array *src);
 
 /* Typed element pointer of an evaluated array at its offset. */
 static inline void *em__data(const em_array *a) {
-    return (char *)a->buffer->data + (size_t)a->offset * em_dtype_size(a->dtype);
+    return (char *)a->buffer->data +
+           (size_t)a->offset * em_dtype_size(a->dtype);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -188,7 +197,8 @@ void em__parallel_units(int64_t nunits, int64_t work, em_range_fn fn,
  * only. */
 #if defined(__x86_64__)
 #define EM_TARGET_CLONES                                                       \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+    __attribute__((                                                            \
+        target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define EM_TARGET_CLONES
 #endif
@@ -214,7 +224,8 @@ static inline float em_f16_to_f32(uint16_t h) {
                 e++;
                 mant <<= 1;
             } while ((mant & 0x400u) == 0);
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) |
+                   ((mant & 0x3ffu) << 13);
         }
     } else if (exp == 0x1f) {
         bits = sign | 0x7f800000u | (mant << 13);
@@ -261,7 +272,7 @@ static inline uint16_t em_f32_to_bf16(float f) {
     memcpy(&x, &f, 4);
     if ((x & 0x7fffffffu) > 0x7f800000u)
         return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
-    x += 0x7fffu + ((x >> 16) & 1u);         /* round to nearest even */
+    x += 0x7fffu + ((x >> 16) & 1u);          /* round to nearest even */
     return (uint16_t)(x >> 16);
 }
 
@@ -312,9 +323,12 @@ typedef double complex em_c128_t;
 /* Unsigned counterpart of an integer type, for wrapping arithmetic
  * (signed overflow is undefined in C). */
 #define EM_UNSIGNED_OF(T)                                                      \
-    __typeof__(_Generic((T)0, int8_t: (uint8_t)0, int16_t: (uint16_t)0,        \
-                        int32_t: (uint32_t)0, int64_t: (uint64_t)0,            \
-                        default: (T)0))
+    __typeof__(_Generic((T)0, int8_t                                           \
+                        : (uint8_t)0, int16_t                                  \
+                        : (uint16_t)0, int32_t                                 \
+                        : (uint32_t)0, int64_t                                 \
+                        : (uint64_t)0, default                                 \
+                        : (T)0))
 
 /* Dtype class checks used by op validation (the `accepts` column). */
 bool em__dtype_accepts(const char *accepts, em_dtype dtype);

@@ -11,18 +11,18 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define DEFAULT_QUEUE_LIMIT 8192
 
 typedef struct job {
     struct job *next;
-    em_job_fn fn;         /* NULL for an eval job */
+    em_job_fn fn; /* NULL for an eval job */
     em_done_fn done;
     void *ctx;
-    em_array **arrays;    /* eval jobs: owned references */
+    em_array **arrays; /* eval jobs: owned references */
     size_t narrays;
 } job;
 
@@ -35,7 +35,7 @@ struct em_stream {
     bool closed;
     /* Jobs ever enqueued, read without the lock by the spinning worker. */
     atomic_uint_fast64_t submitted;
-    bool sleeping; /* the worker waits on `wake` (under lock) */
+    bool sleeping;            /* the worker waits on `wake` (under lock) */
     em_status pending_status; /* failure of an unobserved job */
     char pending_message[512];
     pthread_t thread;
@@ -104,8 +104,9 @@ static void *worker_main(void *arg) {
 
         em_status st;
         if (closed)
-            st = em__fail(EM_ERR_CLOSED,
-                         "stream: cancelled: the stream was closed before this job ran");
+            st = em__fail(
+                EM_ERR_CLOSED,
+                "stream: cancelled: the stream was closed before this job ran");
         else if (j->fn)
             st = j->fn(j->ctx);
         else
@@ -115,10 +116,11 @@ static void *worker_main(void *arg) {
         if (j->done) {
             /* Report an earlier unobserved failure first. */
             if (st == EM_OK && s->pending_status != EM_OK) {
-                st = em__fail(s->pending_status,
-                              "stream: an earlier asynchronous evaluation on this stream "
-                              "failed: %s",
-                              s->pending_message);
+                st = em__fail(
+                    s->pending_status,
+                    "stream: an earlier asynchronous evaluation on this stream "
+                    "failed: %s",
+                    s->pending_message);
                 s->pending_status = EM_OK;
             }
             pthread_mutex_unlock(&s->lock);
@@ -140,8 +142,8 @@ static void *worker_main(void *arg) {
 
 em_status em_stream_new(const em_stream_options *opts, em_stream **out) {
     *out = NULL;
-    int limit = opts && opts->queue_limit > 0 ? opts->queue_limit
-                                              : DEFAULT_QUEUE_LIMIT;
+    int limit =
+        opts && opts->queue_limit > 0 ? opts->queue_limit : DEFAULT_QUEUE_LIMIT;
     em_stream *s = calloc(1, sizeof *s);
     if (!s)
         return em__fail(EM_ERR_OOM, "stream_new: out of memory");
@@ -161,8 +163,8 @@ em_status em_stream_new(const em_stream_options *opts, em_stream **out) {
         pthread_mutex_destroy(&s->lock);
         pthread_cond_destroy(&s->wake);
         free(s);
-        return em__fail(EM_ERR_RUNTIME, "stream_new: cannot start a thread (%d)",
-                        rc);
+        return em__fail(EM_ERR_RUNTIME,
+                        "stream_new: cannot start a thread (%d)", rc);
     }
     *out = s;
     return EM_OK;
@@ -174,7 +176,8 @@ void em_stream_retain(em_stream *s) {
 }
 
 void em_stream_release(em_stream *s) {
-    if (!s || atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
+    if (!s ||
+        atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
         return;
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->wake);
@@ -242,7 +245,8 @@ em_status em_stream_eval(em_stream *s, em_array *const *arrays, size_t n,
     for (size_t i = 0; i < n; i++) {
         if (!arrays[i]) {
             job_free(j);
-            return em__fail(EM_ERR_ARGUMENT, "stream_eval: array %zu is NULL", i);
+            return em__fail(EM_ERR_ARGUMENT, "stream_eval: array %zu is NULL",
+                            i);
         }
         em_array_retain(arrays[i]);
         j->arrays[j->narrays++] = arrays[i];

@@ -41,15 +41,17 @@ extern ErlNifResourceType *nif_stream_type;
 
 /* A(field, text): atoms.field is the atom `text`. */
 #define NIF_ATOMS(A)                                                           \
-    A(ok, "ok") A(error, "error") A(nil, "nil") A(yes, "true")                 \
-    A(no, "false") A(u, "u") A(s, "s") A(f, "f") A(bf, "bf") A(c, "c")         \
-    A(pred, "pred") A(argument, "argument") A(runtime, "runtime")              \
-    A(oom, "oom") A(closed, "closed") A(busy, "busy") A(active, "active")      \
-    A(peak, "peak") A(cache, "cache") A(limit, "limit") A(unary, "unary")      \
-    A(binary, "binary") A(reduce, "reduce") A(message, "message")              \
-    A(struct_key, "__struct__") A(exception_key, "__exception__")             \
-    A(argument_error, "Elixir.ArgumentError")                                  \
-    A(runtime_error, "Elixir.RuntimeError")
+    A(ok, "ok")                                                                \
+    A(error, "error") A(nil, "nil") A(yes, "true") A(no, "false") A(u, "u")    \
+        A(s, "s") A(f, "f") A(bf, "bf") A(c, "c") A(pred, "pred")              \
+            A(argument, "argument") A(runtime, "runtime") A(oom, "oom")        \
+                A(closed, "closed") A(busy, "busy") A(active, "active") A(     \
+                    peak, "peak") A(cache, "cache") A(limit, "limit")          \
+                    A(unary, "unary") A(binary, "binary") A(reduce, "reduce")  \
+                        A(message, "message") A(struct_key, "__struct__")      \
+                            A(exception_key, "__exception__")                  \
+                                A(argument_error, "Elixir.ArgumentError")      \
+                                    A(runtime_error, "Elixir.RuntimeError")
 
 typedef struct nif_atoms {
 #define NIF_ATOM_FIELD(field, text) ERL_NIF_TERM field;
@@ -69,7 +71,8 @@ typedef struct nif_call {
     ERL_NIF_TERM raised;
 } nif_call;
 
-#define NIF_CALL(env_, op_) {.env = (env_), .op = (op_), .raised = 0}
+#define NIF_CALL(env_, op_)                                                    \
+    { .env = (env_), .op = (op_), .raised = 0 }
 
 /* Raise ArgumentError / RuntimeError with "<op>: <printf-formatted message>"
  * (terms are printed by the decoding helpers). Sets c->raised, returns it. */
@@ -98,8 +101,7 @@ bool nif_get_stream(nif_call *c, ERL_NIF_TERM term, const char *arg,
 bool nif_get_dtype(nif_call *c, ERL_NIF_TERM term, const char *arg,
                    em_dtype *out);
 bool nif_get_int(nif_call *c, ERL_NIF_TERM term, const char *arg, int *out);
-bool nif_get_i64(nif_call *c, ERL_NIF_TERM term, const char *arg,
-                 int64_t *out);
+bool nif_get_i64(nif_call *c, ERL_NIF_TERM term, const char *arg, int64_t *out);
 bool nif_get_bool(nif_call *c, ERL_NIF_TERM term, const char *arg, bool *out);
 /* Lists of at most EM_MAX_NDIM integers (shapes, starts, axes, perms). */
 bool nif_get_i64_list(nif_call *c, ERL_NIF_TERM term, const char *arg,
@@ -197,11 +199,11 @@ static inline ERL_NIF_TERM nif_result(nif_call *c, em_status st,
     F(svd, 2)                                                                  \
     F(solve, 2)                                                                \
     F(triangular_solve, 5)                                                     \
-    F(fft, 5) /* nif_fft.c */                                                  \
+    F(fft, 5)         /* nif_fft.c */                                          \
     F(random_bits, 3) /* nif_random.c */                                       \
     F(threefry2x32, 2)                                                         \
     F(random_erf_inv, 1)                                                       \
-    F(scan, 4) /* nif_scan.c */                                                \
+    F(scan, 4)          /* nif_scan.c */                                       \
     F(window_reduce, 7) /* nif_window.c */                                     \
     F(window_scatter, 8)                                                       \
     F(conv, 9) /* nif_conv.c */

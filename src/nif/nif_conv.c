@@ -31,8 +31,9 @@ NIF_DECL(conv) {
         if (!nif_get_i64_list(&c, argv[2 + i], names[i], dst[i], &n))
             return c.raised;
         if (n != (ns > 0 ? ns : 0))
-            return nif_raise_argument(&c, "%s needs one entry per spatial axis "
-                                          "(%d), got %d",
+            return nif_raise_argument(&c,
+                                      "%s needs one entry per spatial axis "
+                                      "(%d), got %d",
                                       names[i], ns > 0 ? ns : 0, n);
     }
     return nif_result(&c, em_conv(input, kernel, &o, &out), &out);

@@ -161,8 +161,8 @@ static ERL_NIF_TERM from_binary(ErlNifEnv *env, const ERL_NIF_TERM argv[],
     if (!enif_inspect_binary(env, argv[0], &bin)) {
         char text[256];
         enif_snprintf(text, sizeof text, "%T", argv[0]);
-        return nif_raise_argument(&c, "argument binary must be a binary, got: %s",
-                                  text);
+        return nif_raise_argument(
+            &c, "argument binary must be a binary, got: %s", text);
     }
     if (!nif_get_i64_list(&c, argv[1], "shape", shape, &ndim) ||
         !nif_get_dtype(&c, argv[2], "dtype", &dtype))
@@ -187,19 +187,22 @@ static ERL_NIF_TERM from_binary(ErlNifEnv *env, const ERL_NIF_TERM argv[],
         for (int i = 0; i < ndim; i++) {
             if ((uint64_t)shape[i] > (uint64_t)INT64_MAX / count)
                 return nif_raise_argument(
-                    &c, "byte size overflow: shape %s has more than 2^63 elements",
+                    &c,
+                    "byte size overflow: shape %s has more than 2^63 elements",
                     shape_text);
             count *= (uint64_t)shape[i];
         }
         if (count > (uint64_t)INT64_MAX / elem)
             return nif_raise_argument(
-                &c, "byte size overflow: shape %s of %s needs more than 2^63 bytes",
+                &c,
+                "byte size overflow: shape %s of %s needs more than 2^63 bytes",
                 shape_text, em_dtype_name(dtype));
         expected = count * elem;
     }
     if ((uint64_t)bin.size != expected)
         return nif_raise_argument(
-            &c, "binary size mismatch: shape %s of %s needs %llu bytes, got %zu",
+            &c,
+            "binary size mismatch: shape %s of %s needs %llu bytes, got %zu",
             shape_text, em_dtype_name(dtype), (unsigned long long)expected,
             bin.size);
 
@@ -215,7 +218,8 @@ static ERL_NIF_TERM from_binary(ErlNifEnv *env, const ERL_NIF_TERM argv[],
         ERL_NIF_TERM copy = enif_make_copy(kept, argv[0]);
         ErlNifBinary kept_bin;
         if (enif_inspect_binary(kept, copy, &kept_bin) &&
-            kept_bin.size == bin.size && ((uintptr_t)kept_bin.data % elem) == 0) {
+            kept_bin.size == bin.size &&
+            ((uintptr_t)kept_bin.data % elem) == 0) {
             st = em_from_external(kept_bin.data, kept_bin.size, shape, ndim,
                                   dtype, free_kept_env, kept, &out);
             if (st != EM_OK)
@@ -229,8 +233,9 @@ static ERL_NIF_TERM from_binary(ErlNifEnv *env, const ERL_NIF_TERM argv[],
             return nif_raise_runtime(&c, "the binary could not be read");
     }
     if (!dirty && bin.size > DIRTY_COPY_BYTES)
-        return enif_schedule_nif(env, "from_binary", ERL_NIF_DIRTY_JOB_CPU_BOUND,
-                                 from_binary_dirty, 3, argv);
+        return enif_schedule_nif(env, "from_binary",
+                                 ERL_NIF_DIRTY_JOB_CPU_BOUND, from_binary_dirty,
+                                 3, argv);
     st = em_from_data(bin.data, bin.size, shape, ndim, dtype, &out);
     return nif_result(&c, st, &out);
 }
@@ -336,7 +341,8 @@ static void on_done(em_status st, const char *message, void *ctx) {
     if (st != EM_OK) {
         char text[1024];
         stream_message(text, sizeof text, r->op, message);
-        result = enif_make_tuple2(env, atoms.error, nif_exception(env, st, text));
+        result =
+            enif_make_tuple2(env, atoms.error, nif_exception(env, st, text));
     }
     /* A dead caller is fine: the message is dropped. */
     enif_send(NULL, &r->pid, env, enif_make_tuple2(env, r->ref, result));
@@ -434,8 +440,8 @@ NIF_DECL(stream_new) {
     if (!nif_get_int(&c, argv[0], "queue_limit", &limit))
         return c.raised;
     if (limit < 0)
-        return nif_raise_argument(&c, "queue_limit must be >= 0 (0: the default), got: %d",
-                                  limit);
+        return nif_raise_argument(
+            &c, "queue_limit must be >= 0 (0: the default), got: %d", limit);
     nif_stream *res = enif_alloc_resource(nif_stream_type, sizeof *res);
     if (!res)
         return nif_raise_runtime(&c, "out of memory");
@@ -468,11 +474,10 @@ NIF_DECL(memory_stats) {
     em_memory_stats m;
     em_memory_get_stats(&m);
     ERL_NIF_TERM keys[4] = {atoms.active, atoms.peak, atoms.cache, atoms.limit};
-    ERL_NIF_TERM values[4] = {
-        enif_make_uint64(env, (ErlNifUInt64)m.active),
-        enif_make_uint64(env, (ErlNifUInt64)m.peak),
-        enif_make_uint64(env, (ErlNifUInt64)m.cache),
-        enif_make_uint64(env, (ErlNifUInt64)m.limit)};
+    ERL_NIF_TERM values[4] = {enif_make_uint64(env, (ErlNifUInt64)m.active),
+                              enif_make_uint64(env, (ErlNifUInt64)m.peak),
+                              enif_make_uint64(env, (ErlNifUInt64)m.cache),
+                              enif_make_uint64(env, (ErlNifUInt64)m.limit)};
     ERL_NIF_TERM map;
     enif_make_map_from_arrays(env, keys, values, 4, &map);
     return map;
@@ -494,9 +499,10 @@ NIF_DECL(memory_set_limit) {
     if (!enif_get_uint64(env, argv[0], &bytes)) {
         char text[256];
         enif_snprintf(text, sizeof text, "%T", argv[0]);
-        return nif_raise_argument(
-            &c, "argument bytes must be a non-negative integer (0: no limit), got: %s",
-            text);
+        return nif_raise_argument(&c,
+                                  "argument bytes must be a non-negative "
+                                  "integer (0: no limit), got: %s",
+                                  text);
     }
     em_memory_set_limit((size_t)bytes);
     return atoms.ok;
@@ -516,16 +522,22 @@ static ERL_NIF_TERM make_text(ErlNifEnv *env, const char *text) {
 NIF_DECL(build_info) {
     em_build_info info;
     em_get_build_info(&info);
-    ERL_NIF_TERM keys[8] = {
-        enif_make_atom(env, "compiler"),     enif_make_atom(env, "blas_config"),
-        enif_make_atom(env, "blas_core"),    enif_make_atom(env, "blas_threads"),
-        enif_make_atom(env, "engine_threads"), enif_make_atom(env, "cpu_features"),
-        enif_make_atom(env, "cuda"),         enif_make_atom(env, "sanitized")};
-    ERL_NIF_TERM values[8] = {
-        make_text(env, info.compiler),      make_text(env, info.blas_config),
-        make_text(env, info.blas_core),     enif_make_int(env, info.blas_threads),
-        enif_make_int(env, info.engine_threads), make_text(env, info.cpu_features),
-        info.cuda ? atoms.yes : atoms.no,   info.sanitized ? atoms.yes : atoms.no};
+    ERL_NIF_TERM keys[8] = {enif_make_atom(env, "compiler"),
+                            enif_make_atom(env, "blas_config"),
+                            enif_make_atom(env, "blas_core"),
+                            enif_make_atom(env, "blas_threads"),
+                            enif_make_atom(env, "engine_threads"),
+                            enif_make_atom(env, "cpu_features"),
+                            enif_make_atom(env, "cuda"),
+                            enif_make_atom(env, "sanitized")};
+    ERL_NIF_TERM values[8] = {make_text(env, info.compiler),
+                              make_text(env, info.blas_config),
+                              make_text(env, info.blas_core),
+                              enif_make_int(env, info.blas_threads),
+                              enif_make_int(env, info.engine_threads),
+                              make_text(env, info.cpu_features),
+                              info.cuda ? atoms.yes : atoms.no,
+                              info.sanitized ? atoms.yes : atoms.no};
     ERL_NIF_TERM map;
     enif_make_map_from_arrays(env, keys, values, 8, &map);
     return map;
@@ -542,8 +554,12 @@ static ERL_NIF_TERM name_list(ErlNifEnv *env, int count,
 }
 
 static const char *unary_name(int i) { return em_unary_name((em_unary_op)i); }
-static const char *binary_name(int i) { return em_binary_name((em_binary_op)i); }
-static const char *reduce_name(int i) { return em_reduce_name((em_reduce_op)i); }
+static const char *binary_name(int i) {
+    return em_binary_name((em_binary_op)i);
+}
+static const char *reduce_name(int i) {
+    return em_reduce_name((em_reduce_op)i);
+}
 
 NIF_DECL(op_names) {
     ERL_NIF_TERM keys[3] = {atoms.unary, atoms.binary, atoms.reduce};
@@ -558,9 +574,8 @@ NIF_DECL(op_names) {
 /* ---- the table ---------------------------------------------------------- */
 
 #define NIF_ROW(name, arity) {#name, arity, nif_##name, 0},
-static ErlNifFunc nif_funcs[] = {NIF_CORE_FUNCS(NIF_ROW) NIF_OP_FUNCS(NIF_ROW)
-                                     NIF_GENERATED_FUNCS
-                                         {"build_info", 0, nif_build_info, 0}};
+static ErlNifFunc nif_funcs[] = {NIF_CORE_FUNCS(NIF_ROW) NIF_OP_FUNCS(
+    NIF_ROW) NIF_GENERATED_FUNCS{"build_info", 0, nif_build_info, 0}};
 #undef NIF_ROW
 
 ERL_NIF_INIT(Elixir.Emily.Native, nif_funcs, on_load, NULL, on_upgrade, NULL)

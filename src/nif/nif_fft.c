@@ -24,6 +24,8 @@ NIF_DECL(fft) {
     if (!enif_get_double(env, argv[4], &eps) || eps < 0)
         return nif_raise_argument(&c, "eps must be a float >= 0");
     if (mode < 0)
-        return nif_raise_argument(&c, "mode must be :forward, :inverse, :rfft or :irfft");
-    return nif_result(&c, em_fft(a, axis, n, (em_fft_mode)mode, eps, &out), &out);
+        return nif_raise_argument(
+            &c, "mode must be :forward, :inverse, :rfft or :irfft");
+    return nif_result(&c, em_fft(a, axis, n, (em_fft_mode)mode, eps, &out),
+                      &out);
 }

@@ -80,7 +80,8 @@ NIF_DECL(svd) {
 NIF_DECL(solve) {
     nif_call c = NIF_CALL(env, "solve");
     em_array *a, *b, *out;
-    if (!nif_get_array(&c, argv[0], "a", &a) || !nif_get_array(&c, argv[1], "b", &b))
+    if (!nif_get_array(&c, argv[0], "a", &a) ||
+        !nif_get_array(&c, argv[1], "b", &b))
         return c.raised;
     return nif_result(&c, em_solve(a, b, &out), &out);
 }
@@ -89,10 +90,12 @@ NIF_DECL(triangular_solve) {
     nif_call c = NIF_CALL(env, "triangular_solve");
     em_array *a, *b, *out;
     bool left, lower, transpose;
-    if (!nif_get_array(&c, argv[0], "a", &a) || !nif_get_array(&c, argv[1], "b", &b) ||
+    if (!nif_get_array(&c, argv[0], "a", &a) ||
+        !nif_get_array(&c, argv[1], "b", &b) ||
         !nif_get_bool(&c, argv[2], "left_side", &left) ||
         !nif_get_bool(&c, argv[3], "lower", &lower) ||
         !nif_get_bool(&c, argv[4], "transpose", &transpose))
         return c.raised;
-    return nif_result(&c, em_triangular_solve(a, b, left, lower, transpose, &out), &out);
+    return nif_result(
+        &c, em_triangular_solve(a, b, left, lower, transpose, &out), &out);
 }

@@ -51,9 +51,13 @@ static ERL_NIF_TERM reduce(ErlNifEnv *env, const ERL_NIF_TERM argv[],
 #define UNARY_NIF(name, accepts)                                               \
     NIF_DECL(unary_##name) { return unary(env, argv, EM_UNARY_##name, #name); }
 #define BINARY_NIF(name, accepts)                                              \
-    NIF_DECL(binary_##name) { return binary(env, argv, EM_BINARY_##name, #name); }
+    NIF_DECL(binary_##name) {                                                  \
+        return binary(env, argv, EM_BINARY_##name, #name);                     \
+    }
 #define REDUCE_NIF(name, accepts)                                              \
-    NIF_DECL(reduce_##name) { return reduce(env, argv, EM_REDUCE_##name, #name); }
+    NIF_DECL(reduce_##name) {                                                  \
+        return reduce(env, argv, EM_REDUCE_##name, #name);                     \
+    }
 EM_UNARY_OPS(UNARY_NIF)
 EM_BINARY_OPS(BINARY_NIF)
 EM_REDUCE_OPS(REDUCE_NIF)
@@ -71,10 +75,13 @@ NIF_DECL(scalar) {
     em_array *out;
     if (!nif_get_dtype(&c, argv[1], "dtype", &dtype))
         return c.raised;
-    if (!enif_inspect_binary(env, argv[0], &bin) || bin.size != em_dtype_size(dtype))
-        return nif_raise_argument(&c, "argument value must be a binary of %zu bytes "
-                                      "(one %s element)",
-                                  em_dtype_size(dtype), em_dtype_name(dtype));
+    if (!enif_inspect_binary(env, argv[0], &bin) ||
+        bin.size != em_dtype_size(dtype))
+        return nif_raise_argument(
+            &c,
+            "argument value must be a binary of %zu bytes "
+            "(one %s element)",
+            em_dtype_size(dtype), em_dtype_name(dtype));
     return nif_result(&c, em_scalar(bin.data, dtype, &out), &out);
 }
 
@@ -256,9 +263,11 @@ NIF_DECL(slice) {
         return c.raised;
     int ndim = em_array_ndim(a);
     if (n1 != ndim || n2 != ndim || n3 != ndim)
-        return nif_raise_argument(&c, "start, stop and strides need one entry per axis "
-                                      "of the %d-d tensor, got %d, %d and %d",
-                                  ndim, n1, n2, n3);
+        return nif_raise_argument(
+            &c,
+            "start, stop and strides need one entry per axis "
+            "of the %d-d tensor, got %d, %d and %d",
+            ndim, n1, n2, n3);
     return nif_result(&c, em_slice(a, start, stop, strides, &out), &out);
 }
 
@@ -272,8 +281,9 @@ NIF_DECL(put_slice) {
         !nif_get_array(&c, argv[2], "update", &update))
         return c.raised;
     if (n != em_array_ndim(a))
-        return nif_raise_argument(&c, "start needs one entry per axis of the %d-d "
-                                      "tensor, got %d",
+        return nif_raise_argument(&c,
+                                  "start needs one entry per axis of the %d-d "
+                                  "tensor, got %d",
                                   em_array_ndim(a), n);
     return nif_result(&c, em_put_slice(a, start, update, &out), &out);
 }
@@ -347,18 +357,24 @@ NIF_DECL(dot) {
         !nif_get_array(&c, argv[1], "right", &b) ||
         !nif_get_int_list(&c, argv[2], "contract_left", opts.contract_a,
                           &opts.ncontract) ||
-        !nif_get_int_list(&c, argv[3], "contract_right", opts.contract_b, &ncb) ||
-        !nif_get_int_list(&c, argv[4], "batch_left", opts.batch_a, &opts.nbatch) ||
+        !nif_get_int_list(&c, argv[3], "contract_right", opts.contract_b,
+                          &ncb) ||
+        !nif_get_int_list(&c, argv[4], "batch_left", opts.batch_a,
+                          &opts.nbatch) ||
         !nif_get_int_list(&c, argv[5], "batch_right", opts.batch_b, &nbb))
         return c.raised;
     if (opts.ncontract != ncb)
-        return nif_raise_argument(&c, "contract_left and contract_right must have the "
-                                      "same length, got %d and %d",
-                                  opts.ncontract, ncb);
+        return nif_raise_argument(
+            &c,
+            "contract_left and contract_right must have the "
+            "same length, got %d and %d",
+            opts.ncontract, ncb);
     if (opts.nbatch != nbb)
-        return nif_raise_argument(&c, "batch_left and batch_right must have the same "
-                                      "length, got %d and %d",
-                                  opts.nbatch, nbb);
+        return nif_raise_argument(
+            &c,
+            "batch_left and batch_right must have the same "
+            "length, got %d and %d",
+            opts.nbatch, nbb);
     return nif_result(&c, em_dot(a, b, &opts, &out), &out);
 }
 
@@ -407,8 +423,8 @@ NIF_DECL(take_along_axis) {
     return nif_result(&c, em_take_along_axis(a, indices, axis, &out), &out);
 }
 
-typedef em_status (*indexed_fn)(em_array *, em_array *, em_array *,
-                                const int *, int, em_array **);
+typedef em_status (*indexed_fn)(em_array *, em_array *, em_array *, const int *,
+                                int, em_array **);
 
 static ERL_NIF_TERM indexed(ErlNifEnv *env, const ERL_NIF_TERM argv[],
                             indexed_fn fn, const char *name) {
@@ -424,8 +440,12 @@ static ERL_NIF_TERM indexed(ErlNifEnv *env, const ERL_NIF_TERM argv[],
     return nif_result(&c, fn(a, indices, updates, axes, n, &out), &out);
 }
 
-NIF_DECL(indexed_add) { return indexed(env, argv, em_indexed_add, "indexed_add"); }
-NIF_DECL(indexed_put) { return indexed(env, argv, em_indexed_put, "indexed_put"); }
+NIF_DECL(indexed_add) {
+    return indexed(env, argv, em_indexed_add, "indexed_add");
+}
+NIF_DECL(indexed_put) {
+    return indexed(env, argv, em_indexed_put, "indexed_put");
+}
 
 NIF_DECL(indices_in_range) {
     nif_call c = NIF_CALL(env, "indices_in_range");

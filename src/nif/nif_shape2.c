@@ -20,9 +20,11 @@ NIF_DECL(pad) {
         return c.raised;
     int ndim = em_array_ndim(a);
     if (n1 != ndim || n2 != ndim || n3 != ndim)
-        return nif_raise_argument(&c, "low, high and interior need one entry per axis "
-                                      "of the %d-d tensor, got %d, %d and %d",
-                                  ndim, n1, n2, n3);
+        return nif_raise_argument(
+            &c,
+            "low, high and interior need one entry per axis "
+            "of the %d-d tensor, got %d, %d and %d",
+            ndim, n1, n2, n3);
     return nif_result(&c, em_pad(a, value, low, high, interior, &out), &out);
 }
 
@@ -39,10 +41,13 @@ NIF_DECL(dynamic_slice) {
         return c.raised;
     int ndim = em_array_ndim(a);
     if (n1 != ndim || n2 != ndim)
-        return nif_raise_argument(&c, "sizes and strides need one entry per axis of "
-                                      "the %d-d tensor, got %d and %d",
-                                  ndim, n1, n2);
-    return nif_result(&c, em_dynamic_slice(a, starts, sizes, strides, &out), &out);
+        return nif_raise_argument(
+            &c,
+            "sizes and strides need one entry per axis of "
+            "the %d-d tensor, got %d and %d",
+            ndim, n1, n2);
+    return nif_result(&c, em_dynamic_slice(a, starts, sizes, strides, &out),
+                      &out);
 }
 
 /* dynamic_put_slice(tensor, starts, update). */

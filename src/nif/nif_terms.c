@@ -42,8 +42,8 @@ static ERL_NIF_TERM make_exception(ErlNifEnv *env, ERL_NIF_TERM module,
 
 ERL_NIF_TERM nif_exception(ErlNifEnv *env, em_status status,
                            const char *message) {
-    ERL_NIF_TERM module = status == EM_ERR_ARGUMENT ? atoms.argument_error
-                                                    : atoms.runtime_error;
+    ERL_NIF_TERM module =
+        status == EM_ERR_ARGUMENT ? atoms.argument_error : atoms.runtime_error;
     return make_exception(env, module, message);
 }
 
@@ -54,7 +54,8 @@ static ERL_NIF_TERM raise_v(nif_call *c, ERL_NIF_TERM module, const char *fmt,
     if (prefix < 0 || (size_t)prefix >= sizeof message)
         prefix = 0;
     vsnprintf(message + prefix, sizeof message - (size_t)prefix, fmt, ap);
-    c->raised = enif_raise_exception(c->env, make_exception(c->env, module, message));
+    c->raised =
+        enif_raise_exception(c->env, make_exception(c->env, module, message));
     return c->raised;
 }
 
@@ -79,7 +80,8 @@ static bool bad_arg(nif_call *c, const char *arg, const char *expected,
                     ERL_NIF_TERM got) {
     char text[MESSAGE_MAX];
     enif_snprintf(text, sizeof text, "%T", got);
-    nif_raise_argument(c, "argument %s must be %s, got: %s", arg, expected, text);
+    nif_raise_argument(c, "argument %s must be %s, got: %s", arg, expected,
+                       text);
     return false;
 }
 
@@ -91,17 +93,23 @@ ERL_NIF_TERM nif_raise_status(nif_call *c, em_status status) {
                  (int)status);
         message = fallback;
     }
-    c->raised = enif_raise_exception(c->env, nif_exception(c->env, status, message));
+    c->raised =
+        enif_raise_exception(c->env, nif_exception(c->env, status, message));
     return c->raised;
 }
 
 ERL_NIF_TERM nif_status_atom(em_status status) {
     switch (status) {
-    case EM_ERR_ARGUMENT: return atoms.argument;
-    case EM_ERR_OOM: return atoms.oom;
-    case EM_ERR_CLOSED: return atoms.closed;
-    case EM_ERR_BUSY: return atoms.busy;
-    default: return atoms.runtime;
+    case EM_ERR_ARGUMENT:
+        return atoms.argument;
+    case EM_ERR_OOM:
+        return atoms.oom;
+    case EM_ERR_CLOSED:
+        return atoms.closed;
+    case EM_ERR_BUSY:
+        return atoms.busy;
+    default:
+        return atoms.runtime;
     }
 }
 
@@ -173,13 +181,22 @@ bool nif_get_dtype(nif_call *c, ERL_NIF_TERM term, const char *arg,
         ERL_NIF_TERM k = t[0];
         int d = -1;
         if (enif_is_identical(k, atoms.u))
-            d = bits == 8 ? EM_U8 : bits == 16 ? EM_U16 : bits == 32 ? EM_U32
-                : bits == 64 ? EM_U64 : -1;
+            d = bits == 8    ? EM_U8
+                : bits == 16 ? EM_U16
+                : bits == 32 ? EM_U32
+                : bits == 64 ? EM_U64
+                             : -1;
         else if (enif_is_identical(k, atoms.s))
-            d = bits == 8 ? EM_S8 : bits == 16 ? EM_S16 : bits == 32 ? EM_S32
-                : bits == 64 ? EM_S64 : -1;
+            d = bits == 8    ? EM_S8
+                : bits == 16 ? EM_S16
+                : bits == 32 ? EM_S32
+                : bits == 64 ? EM_S64
+                             : -1;
         else if (enif_is_identical(k, atoms.f))
-            d = bits == 16 ? EM_F16 : bits == 32 ? EM_F32 : bits == 64 ? EM_F64 : -1;
+            d = bits == 16   ? EM_F16
+                : bits == 32 ? EM_F32
+                : bits == 64 ? EM_F64
+                             : -1;
         else if (enif_is_identical(k, atoms.bf))
             d = bits == 16 ? EM_BF16 : -1;
         else if (enif_is_identical(k, atoms.c))
@@ -233,8 +250,9 @@ static bool get_list(nif_call *c, ERL_NIF_TERM term, const char *arg,
     if (len > EM_MAX_NDIM) {
         char text[MESSAGE_MAX];
         enif_snprintf(text, sizeof text, "%T", term);
-        nif_raise_argument(c, "argument %s has %u entries, at most %d are allowed, got: %s",
-                           arg, len, EM_MAX_NDIM, text);
+        nif_raise_argument(
+            c, "argument %s has %u entries, at most %d are allowed, got: %s",
+            arg, len, EM_MAX_NDIM, text);
         return false;
     }
     ERL_NIF_TERM head, tail = term;
@@ -288,14 +306,34 @@ ERL_NIF_TERM nif_make_array(nif_call *c, em_array *a) {
 ERL_NIF_TERM nif_make_dtype(ErlNifEnv *env, em_dtype d) {
     ERL_NIF_TERM kind;
     switch (d) {
-    case EM_PRED: kind = atoms.pred; break;
-    case EM_U8: case EM_U16: case EM_U32: case EM_U64: kind = atoms.u; break;
-    case EM_S8: case EM_S16: case EM_S32: case EM_S64: kind = atoms.s; break;
-    case EM_BF16: kind = atoms.bf; break;
-    case EM_C64: case EM_C128: kind = atoms.c; break;
-    default: kind = atoms.f; break;
+    case EM_PRED:
+        kind = atoms.pred;
+        break;
+    case EM_U8:
+    case EM_U16:
+    case EM_U32:
+    case EM_U64:
+        kind = atoms.u;
+        break;
+    case EM_S8:
+    case EM_S16:
+    case EM_S32:
+    case EM_S64:
+        kind = atoms.s;
+        break;
+    case EM_BF16:
+        kind = atoms.bf;
+        break;
+    case EM_C64:
+    case EM_C128:
+        kind = atoms.c;
+        break;
+    default:
+        kind = atoms.f;
+        break;
     }
-    return enif_make_tuple2(env, kind, enif_make_int(env, (int)em_dtype_size(d) * 8));
+    return enif_make_tuple2(env, kind,
+                            enif_make_int(env, (int)em_dtype_size(d) * 8));
 }
 
 ERL_NIF_TERM nif_make_shape(ErlNifEnv *env, const em_array *a) {

@@ -25,8 +25,9 @@ static bool get_window_opts(nif_call *c, const ERL_NIF_TERM *lists, int nlists,
         if (!nif_get_i64_list(c, lists[i], names[i], dst[i], &n))
             return false;
         if (n != ndim) {
-            nif_raise_argument(c, "%s needs one entry per axis of the %d-d "
-                                  "tensor, got %d",
+            nif_raise_argument(c,
+                               "%s needs one entry per axis of the %d-d "
+                               "tensor, got %d",
                                names[i], ndim, n);
             return false;
         }
@@ -42,7 +43,8 @@ NIF_DECL(window_reduce) {
         return c.raised;
     em_window_op wop;
     if (!enif_get_atom(env, argv[1], op, sizeof op, ERL_NIF_LATIN1))
-        return nif_raise_argument(&c, "op must be :sum, :product, :max or :min");
+        return nif_raise_argument(&c,
+                                  "op must be :sum, :product, :max or :min");
     if (!strcmp(op, "sum"))
         wop = EM_WINDOW_SUM;
     else if (!strcmp(op, "product"))
@@ -52,8 +54,9 @@ NIF_DECL(window_reduce) {
     else if (!strcmp(op, "min"))
         wop = EM_WINDOW_MIN;
     else
-        return nif_raise_argument(&c, "op must be :sum, :product, :max or :min, "
-                                      "got :%s",
+        return nif_raise_argument(&c,
+                                  "op must be :sum, :product, :max or :min, "
+                                  "got :%s",
                                   op);
     em_window_options o;
     if (!get_window_opts(&c, argv + 2, 5, em_array_ndim(a), &o))
@@ -73,6 +76,6 @@ NIF_DECL(window_scatter) {
     em_window_options o;
     if (!get_window_opts(&c, argv + 4, 4, em_array_ndim(a), &o))
         return c.raised;
-    return nif_result(&c, em_window_scatter(select_max, a, source, init, &o, &out),
-                      &out);
+    return nif_result(
+        &c, em_window_scatter(select_max, a, source, init, &o, &out), &out);
 }

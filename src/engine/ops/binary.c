@@ -11,14 +11,14 @@
 
 #define BIN_T(x) __typeof__(x)
 #define BIN_W(x) EM_EW_WIDE_U(BIN_T(x))
-#define BIN_RF2(fn, a, b) _Generic((a), float: fn##f, default: fn)(a, b)
-#define BIN_CF2(fn, a, b) _Generic((a), float complex: fn##f, default: fn)(a, b)
+#define BIN_RF2(fn, a, b) _Generic((a), float : fn##f, default : fn)(a, b)
+#define BIN_CF2(fn, a, b)                                                      \
+    _Generic((a), float complex : fn##f, default : fn)(a, b)
 
 /* Bit width of an integer operand; pred counts as a 1-bit integer. */
 #define BIN_INT_WIDTH(x) (ew_dtype == EM_PRED ? 1 : EM_EW_BITS(x))
 /* b is the signed value -1 (never true for unsigned types). */
-#define BIN_IS_MINUS_ONE(b)                                                    \
-    (EM_EW_IS_SIGNED(BIN_T(b)) && (b) == (BIN_T(b))-1)
+#define BIN_IS_MINUS_ONE(b) (EM_EW_IS_SIGNED(BIN_T(b)) && (b) == (BIN_T(b)) - 1)
 
 /* ------------------------------------------------------------------------ */
 /* Arithmetic rules: the result has the operands' type                       */
@@ -39,8 +39,8 @@
  * MIN, never a trap. Integer `divide` is the same as `quotient` (Nx's
  * divide converts integers to float before it reaches the engine). */
 #define BIN_INT_quotient(a, b)                                                 \
-    ((BIN_T(a))((b) == 0               ? 0                                     \
-                : BIN_IS_MINUS_ONE(b) ? (BIN_T(a))(0u - (BIN_W(a))(a))        \
+    ((BIN_T(a))((b) == 0              ? 0                                      \
+                : BIN_IS_MINUS_ONE(b) ? (BIN_T(a))(0u - (BIN_W(a))(a))         \
                                       : (a) / (b)))
 #define BIN_INT_divide(a, b) BIN_INT_quotient(a, b)
 #define BIN_FLT_divide(a, b) ((a) / (b))
@@ -62,7 +62,7 @@
         BIN_T(a) base_ = (a), exp_ = (b);                                      \
         BIN_W(a) acc_ = 1, sq_ = (BIN_W(a))base_;                              \
         if (EM_EW_IS_NEG(exp_)) {                                              \
-            acc_ = base_ == 1                 ? 1                              \
+            acc_ = base_ == 1                ? 1                               \
                    : BIN_IS_MINUS_ONE(base_) ? ((exp_ & 1) ? sq_ : 1)          \
                                              : 0;                              \
         } else {                                                               \
@@ -98,8 +98,8 @@
 #define BIN_INT_left_shift(a, b)                                               \
     ((BIN_T(a))(BIN_SHIFT_OUT_OF_RANGE(a, b) ? 0 : (BIN_W(a))(a) << (b)))
 #define BIN_INT_right_shift(a, b)                                              \
-    ((BIN_T(a))(BIN_SHIFT_OUT_OF_RANGE(a, b)                                  \
-                    ? (EM_EW_IS_NEG(a) ? (BIN_T(a))-1 : 0)                     \
+    ((BIN_T(a))(BIN_SHIFT_OUT_OF_RANGE(a, b)                                   \
+                    ? (EM_EW_IS_NEG(a) ? (BIN_T(a)) - 1 : 0)                   \
                     : (a) >> (b)))
 
 /* ------------------------------------------------------------------------ */
@@ -241,13 +241,12 @@ static bool binary_is_cheap(em_binary_op op, em_dtype dtype) {
 static em_status binary_eval(em_array *node) {
     em_binary_op op = (em_binary_op)(node->prim - binary_prims);
     em_dtype dtype = node->inputs[0]->dtype;
-    int64_t grain = binary_is_cheap(op, dtype) ? EM_PARALLEL_GRAIN
-                                               : EM_PARALLEL_GRAIN / 16;
+    int64_t grain =
+        binary_is_cheap(op, dtype) ? EM_PARALLEL_GRAIN : EM_PARALLEL_GRAIN / 16;
     return em_ew_eval(node, binary_kernels[dtype], (int)op, grain);
 }
 
-em_status em_binary(em_binary_op op, em_array *a, em_array *b,
-                    em_array **out) {
+em_status em_binary(em_binary_op op, em_array *a, em_array *b, em_array **out) {
     if (!out)
         return em__fail(EM_ERR_ARGUMENT, "em_binary: out is NULL");
     *out = NULL;
@@ -279,9 +278,9 @@ em_status em_binary(em_binary_op op, em_array *a, em_array *b,
         break;
     }
     if (!ok)
-        return em__fail(EM_ERR_ARGUMENT, "%s: expected %s, got %s and %s",
-                        name, em_ew_accepts_text(accepts),
-                        em__describe(a, &da), em__describe(b, &db));
+        return em__fail(EM_ERR_ARGUMENT, "%s: expected %s, got %s and %s", name,
+                        em_ew_accepts_text(accepts), em__describe(a, &da),
+                        em__describe(b, &db));
 
     int64_t shape[EM_MAX_NDIM];
     int ndim;
@@ -291,16 +290,7 @@ em_status em_binary(em_binary_op op, em_array *a, em_array *b,
         return st;
 
     em_dtype odt = binary_is_pred_op(op) ? EM_PRED : a->dtype;
-    em_array *node = NULL;
-    st = em__node_new(&binary_prims[op], odt, shape, ndim, inputs, 2, &node);
-    if (st != EM_OK)
-        return st;
     int param = (int)op;
-    st = em__node_set_params(node, &param, sizeof param);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&binary_prims[op], odt, shape, ndim, inputs, 2,
+                               &param, sizeof param, out);
 }

@@ -26,11 +26,16 @@
 #define COL_BYTES ((int64_t)64 << 20)
 
 #define CONV_WORK(C)                                                           \
-    __typeof__(_Generic((C)0, uint8_t: (uint32_t)0, uint16_t: (uint32_t)0,     \
-                        uint32_t: (uint32_t)0, int8_t: (uint32_t)0,            \
-                        int16_t: (uint32_t)0, int32_t: (uint32_t)0,            \
-                        uint64_t: (uint64_t)0, int64_t: (uint64_t)0,           \
-                        default: (C)0))
+    __typeof__(_Generic((C)0, uint8_t                                          \
+                        : (uint32_t)0, uint16_t                                \
+                        : (uint32_t)0, uint32_t                                \
+                        : (uint32_t)0, int8_t                                  \
+                        : (uint32_t)0, int16_t                                 \
+                        : (uint32_t)0, int32_t                                 \
+                        : (uint32_t)0, uint64_t                                \
+                        : (uint64_t)0, int64_t                                 \
+                        : (uint64_t)0, default                                 \
+                        : (C)0))
 
 typedef struct conv_params {
     int64_t strides[EM_MAX_NDIM], low[EM_MAX_NDIM], idil[EM_MAX_NDIM],
@@ -42,10 +47,10 @@ typedef struct conv_params {
  * spatial problem becomes one axis of size 1). */
 typedef struct conv_geom {
     int ns;
-    int64_t in_sp[EM_MAX_NDIM];     /* input spatial dims */
-    int64_t in_st[EM_MAX_NDIM];     /* input spatial strides (elements) */
-    int64_t k_sp[EM_MAX_NDIM];      /* kernel spatial dims */
-    int64_t out_sp[EM_MAX_NDIM];    /* output spatial dims */
+    int64_t in_sp[EM_MAX_NDIM];  /* input spatial dims */
+    int64_t in_st[EM_MAX_NDIM];  /* input spatial strides (elements) */
+    int64_t k_sp[EM_MAX_NDIM];   /* kernel spatial dims */
+    int64_t out_sp[EM_MAX_NDIM]; /* output spatial dims */
     int64_t strides[EM_MAX_NDIM], low[EM_MAX_NDIM], idil[EM_MAX_NDIM],
         kdil[EM_MAX_NDIM];
     int64_t in_c_stride; /* input channel stride */
@@ -89,12 +94,12 @@ typedef struct im2col_job {
                 if (seg > jb->l1 - l)                                          \
                     seg = jb->l1 - l;                                          \
                 W *d = dst + (l - jb->l0);                                     \
-                /* outer axes: one input position or a hole */                \
+                /* outer axes: one input position or a hole */                 \
                 bool ok = true;                                                \
                 int64_t off = 0;                                               \
                 for (int i = 0; i < last && ok; i++) {                         \
-                    int64_t q = idx[i] * g->strides[i] +                       \
-                                kk[i] * g->kdil[i] - g->low[i];                \
+                    int64_t q = idx[i] * g->strides[i] + kk[i] * g->kdil[i] -  \
+                                g->low[i];                                     \
                     if (q < 0 || q % g->idil[i] != 0 ||                        \
                         q / g->idil[i] >= g->in_sp[i])                         \
                         ok = false;                                            \
@@ -110,7 +115,8 @@ typedef struct im2col_job {
                 } else if (id == 1) {                                          \
                     /* valid x: 0 <= x*s + q0 <= dim - 1 */                    \
                     int64_t xs = q0 >= 0 ? 0 : (-q0 + s - 1) / s;              \
-                    int64_t xe = dim - 1 - q0 < 0 ? 0 : (dim - 1 - q0) / s + 1; \
+                    int64_t xe =                                               \
+                        dim - 1 - q0 < 0 ? 0 : (dim - 1 - q0) / s + 1;         \
                     xs = xs < xa ? 0 : xs - xa;                                \
                     xe = xe < xa ? 0 : xe - xa;                                \
                     if (xe > seg)                                              \
@@ -226,15 +232,20 @@ typedef struct conv_kernel {
 } conv_kernel;
 
 #define GEMM_KIND_OF(W)                                                        \
-    _Generic((W)0, float: G_S, double: G_D, em_c64_t: G_C, em_c128_t: G_Z,     \
-             uint32_t: G_U32, uint64_t: G_U64)
+    _Generic((W)0, float                                                       \
+             : G_S, double                                                     \
+             : G_D, em_c64_t                                                   \
+             : G_C, em_c128_t                                                  \
+             : G_Z, uint32_t                                                   \
+             : G_U32, uint64_t                                                 \
+             : G_U64)
 #define REG_KERNEL(E, sfx, S, C, LOAD, STORE)                                  \
     [E] = {im2col_##sfx,                                                       \
            pack_##sfx,                                                         \
            unpack_##sfx,                                                       \
            sizeof(CONV_WORK(C)),                                               \
            GEMM_KIND_OF(CONV_WORK(C)),                                         \
-           sizeof(CONV_WORK(C)) == sizeof(S) && E != EM_PRED &&               \
+           sizeof(CONV_WORK(C)) == sizeof(S) && E != EM_PRED &&                \
                !(E >= EM_U8 && E <= EM_S64)},
 static const conv_kernel kernels[EM_DTYPE_COUNT] = {CONV_DTYPES(REG_KERNEL)};
 
@@ -332,8 +343,9 @@ static em_status conv_eval(em_array *node) {
         free(w);
         free(col);
         free(tmp);
-        return em__fail(EM_ERR_OOM, "conv: out of memory for the patch matrix "
-                                    "(%lld x %lld)",
+        return em__fail(EM_ERR_OOM,
+                        "conv: out of memory for the patch matrix "
+                        "(%lld x %lld)",
                         (long long)Kdim, (long long)Lb);
     }
     kn->pack(w, ker);
@@ -343,8 +355,9 @@ static em_status conv_eval(em_array *node) {
         for (int64_t t = 0; t < T; t++) {
             const int64_t nb = n + (B > 1 ? t * (N / B) : 0);
             const int64_t c0 = F > 1 ? t * Cg : 0;
-            const char *src = in_data + (nb * in->strides[0] +
-                                         c0 * in->strides[1]) * (int64_t)es;
+            const char *src =
+                in_data +
+                (nb * in->strides[0] + c0 * in->strides[1]) * (int64_t)es;
             const char *wt = (const char *)w + (size_t)(t * Og * Kdim) * ws;
             char *dst = out + (size_t)((n * O + t * Og) * g.L) * es;
             for (int64_t l0 = 0; l0 < g.L; l0 += Lb) {
@@ -446,19 +459,11 @@ em_status em_conv(em_array *input, em_array *kernel,
         p.idil[i] = id;
         p.kdil[i] = kd;
     }
-    em_status st = em__check_shape("conv", shape, input->ndim, input->dtype, NULL);
+    em_status st =
+        em__check_shape("conv", shape, input->ndim, input->dtype, NULL);
     if (st != EM_OK)
         return st;
     em_array *inputs[2] = {input, kernel};
-    em_array *node;
-    st = em__node_new(&conv_prim, input->dtype, shape, input->ndim, inputs, 2,
-                      &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&conv_prim, input->dtype, shape, input->ndim,
+                               inputs, 2, &p, sizeof p, out);
 }

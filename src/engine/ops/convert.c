@@ -27,16 +27,16 @@ static enum cvt_wide cvt_wide_of(em_dtype d) {
 /* The wide value of a compute value (every branch must compile for every
  * type; only the selected one is evaluated). */
 #define CVT_WIDEN(x)                                                           \
-    _Generic((x),                                                              \
-        float: (double)(x),                                                    \
-        double: (double)(x),                                                   \
-        float complex: (double complex)(x),                                    \
-        double complex: (double complex)(x),                                   \
-        int8_t: (int64_t)(x),                                                  \
-        int16_t: (int64_t)(x),                                                 \
-        int32_t: (int64_t)(x),                                                 \
-        int64_t: (int64_t)(x),                                                 \
-        default: (uint64_t)(x))
+    _Generic((x), float                                                        \
+             : (double)(x), double                                             \
+             : (double)(x), float complex                                      \
+             : (double complex)(x), double complex                             \
+             : (double complex)(x), int8_t                                     \
+             : (int64_t)(x), int16_t                                           \
+             : (int64_t)(x), int32_t                                           \
+             : (int64_t)(x), int64_t                                           \
+             : (int64_t)(x), default                                           \
+             : (uint64_t)(x))
 
 /* ------------------------------------------------------------------------ */
 /* Rules: wide value -> destination compute value, per destination class    */
@@ -59,10 +59,11 @@ static enum cvt_wide cvt_wide_of(em_dtype d) {
     static inline C cvt_##sfx##_from_f(double v) {                             \
         if (E == EM_PRED)                                                      \
             return (C)(v != 0);                                                \
-        const C max = EM_EW_IS_SIGNED(C)                                       \
-                          ? (C)((EM_UNSIGNED_OF(C))~(EM_UNSIGNED_OF(C))0 >> 1) \
-                          : (C)~(C)0;                                          \
-        const C min = EM_EW_IS_SIGNED(C) ? (C)(-max - 1) : (C)0;              \
+        const C max =                                                          \
+            EM_EW_IS_SIGNED(C)                                                 \
+                ? (C)((EM_UNSIGNED_OF(C)) ~(EM_UNSIGNED_OF(C))0 >> 1)          \
+                : (C) ~(C)0;                                                   \
+        const C min = EM_EW_IS_SIGNED(C) ? (C)(-max - 1) : (C)0;               \
         if (v != v)                                                            \
             return 0;                                                          \
         if (v >= (double)max + 1.0)                                            \
@@ -84,9 +85,7 @@ static enum cvt_wide cvt_wide_of(em_dtype d) {
     static inline C cvt_##sfx##_from_u(uint64_t v) { return (C)v; }            \
     static inline C cvt_##sfx##_from_s(int64_t v) { return (C)v; }             \
     static inline C cvt_##sfx##_from_f(double v) { return (C)v; }              \
-    static inline C cvt_##sfx##_from_c(double complex v) {                     \
-        return (C)creal(v);                                                    \
-    }
+    static inline C cvt_##sfx##_from_c(double complex v) { return (C)creal(v); }
 
 /* Complex: a real value gets imaginary part 0. */
 #define CVT_DEFINE_CPX(E, sfx, S, C, L, ST)                                    \
@@ -118,8 +117,8 @@ EM_DTYPES_ALL(CVT_DEFINE_WIDEN)
 
 /* Wide type -> destination dtype, one function per wide type. */
 #define CVT_DEFINE_NARROW_FROM(sfx, S, ST, W, from)                            \
-    EM_EW_HOT static void cvt_narrow_##sfx##_##from(void *dst, const void *src,\
-                                                   int64_t n) {                \
+    EM_EW_HOT static void cvt_narrow_##sfx##_##from(                           \
+        void *dst, const void *src, int64_t n) {                               \
         S *d = dst;                                                            \
         const W *s = src;                                                      \
         for (int64_t i = 0; i < n; i++)                                        \
@@ -266,8 +265,8 @@ em_status em_scalar_f64(double value, em_dtype dtype, em_array **out) {
                         (int)dtype);
     _Alignas(16) unsigned char bytes[16];
     if (em_dtype_is_integer(dtype)) {
-        uint64_t w = dtype == EM_PRED ? (uint64_t)(value != 0)
-                                      : cvt_wrap_f64(value);
+        uint64_t w =
+            dtype == EM_PRED ? (uint64_t)(value != 0) : cvt_wrap_f64(value);
         cvt_narrow[dtype][CVT_U](bytes, &w, 1);
     } else {
         cvt_narrow[dtype][CVT_F](bytes, &value, 1);

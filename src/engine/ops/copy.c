@@ -42,7 +42,7 @@ typedef struct __attribute__((may_alias)) em_word16 {
             em_word##BYTES *d = dst + dst_pos;                                 \
             const em_word##BYTES *s = src + src_pos;                           \
             if (ss == 1 && ds == 1) {                                          \
-                memcpy(d, s, (size_t)run * BYTES);                             \
+                memcpy(d, s, (size_t)run *BYTES);                              \
             } else if (ss == 0) { /* broadcast source: a fill */               \
                 const em_word##BYTES v = *s;                                   \
                 for (int64_t k = 0; k < run; k++)                              \
@@ -127,10 +127,9 @@ void em__copy_plan_range(const em_copy_plan *plan, void *dst, const void *src,
 #define EM_TILE 16
 
 #define EM_DEFINE_COPY_TILE(BYTES)                                             \
-    static void copy_tile_##BYTES(void *dst_v, const void *src_v,             \
-                                  int64_t rows, int64_t cols,                  \
-                                  int64_t dst_row_stride,                      \
-                                  int64_t src_col_stride) {                    \
+    static void copy_tile_##BYTES(                                             \
+        void *dst_v, const void *src_v, int64_t rows, int64_t cols,            \
+        int64_t dst_row_stride, int64_t src_col_stride) {                      \
         em_word##BYTES *dst = dst_v;                                           \
         const em_word##BYTES *src = src_v;                                     \
         for (int64_t r = 0; r < rows; r++)                                     \
@@ -194,7 +193,11 @@ static bool run_tiled(const em_copy_plan *p, void *dst, const void *src) {
             j = i;
     if (j < 0)
         return false;
-    tile_job job = {p, dst, src, NULL, j,
+    tile_job job = {p,
+                    dst,
+                    src,
+                    NULL,
+                    j,
                     (p->shape[j] + EM_TILE - 1) / EM_TILE,
                     (p->shape[last] + EM_TILE - 1) / EM_TILE};
     switch (p->elem_size) {
@@ -207,10 +210,10 @@ static bool run_tiled(const em_copy_plan *p, void *dst, const void *src) {
     default:
         return false;
     }
-    int64_t ntiles = p->size / (p->shape[j] * p->shape[last]) *
-                     job.tiles_rows * job.tiles_cols;
-    int64_t grain = EM_PARALLEL_GRAIN * 4 / (int64_t)p->elem_size /
-                    (EM_TILE * EM_TILE) + 1;
+    int64_t ntiles = p->size / (p->shape[j] * p->shape[last]) * job.tiles_rows *
+                     job.tiles_cols;
+    int64_t grain =
+        EM_PARALLEL_GRAIN * 4 / (int64_t)p->elem_size / (EM_TILE * EM_TILE) + 1;
     em__parallel_for(ntiles, grain, tile_job_range, &job);
     return true;
 }

@@ -16,9 +16,9 @@
 /* A copy of `size` elements described once and run over any sub-range of
  * its row-major element order (the index ops copy one row at a time). */
 typedef struct em_copy_plan {
-    size_t elem_size;  /* 1, 2, 4, 8 or 16 bytes */
-    int ndim;          /* collapsed rank, >= 1 */
-    int64_t size;      /* element count; 0 means nothing to copy */
+    size_t elem_size; /* 1, 2, 4, 8 or 16 bytes */
+    int ndim;         /* collapsed rank, >= 1 */
+    int64_t size;     /* element count; 0 means nothing to copy */
     int64_t shape[EM_MAX_NDIM];
     int64_t dst_strides[EM_MAX_NDIM];
     int64_t src_strides[EM_MAX_NDIM];

@@ -79,16 +79,8 @@ em_status em_iota(const int64_t *shape, int ndim, int axis, em_dtype dtype,
     st = em__check_axis("iota", axis, ndim, &p.axis);
     if (st != EM_OK)
         return st;
-    em_array *node;
-    st = em__node_new(&iota_prim, dtype, shape, ndim, NULL, 0, &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&iota_prim, dtype, shape, ndim, NULL, 0, &p,
+                               sizeof p, out);
 }
 
 /* ---- eye ---------------------------------------------------------------- */
@@ -169,16 +161,8 @@ em_status em_eye(const int64_t *shape, int ndim, int64_t k, em_dtype dtype,
                         em__describe_shape(shape, ndim, &d), ndim);
     }
     eye_params p = {k};
-    em_array *node;
-    st = em__node_new(&eye_prim, dtype, shape, ndim, NULL, 0, &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&eye_prim, dtype, shape, ndim, NULL, 0, &p,
+                               sizeof p, out);
 }
 
 /* ---- full --------------------------------------------------------------- */
@@ -200,10 +184,9 @@ em_status em_full(em_array *value, const int64_t *shape, int ndim,
         fits = have == want || have == 1;
     }
     if (!fits)
-        return em__fail(EM_ERR_ARGUMENT,
-                        "full: value %s cannot be broadcast to shape %s",
-                        em__describe(value, &dv),
-                        em__describe_shape(shape, ndim, &ds));
+        return em__fail(
+            EM_ERR_ARGUMENT, "full: value %s cannot be broadcast to shape %s",
+            em__describe(value, &dv), em__describe_shape(shape, ndim, &ds));
     em_array *converted = NULL, *broadcast = NULL;
     if (value->dtype == dtype) {
         em_array_retain(value);

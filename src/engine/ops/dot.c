@@ -30,8 +30,9 @@
 #define EM_CLONES EM_TARGET_CLONES
 #else
 #define EM_CLONES                                                              \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),               \
-                   optimize("vect-cost-model=dynamic")))
+    __attribute__((                                                            \
+        target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),          \
+        optimize("vect-cost-model=dynamic")))
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -43,11 +44,16 @@
  * pred counts true pairs, nonzero meaning true), float for halves, the
  * dtype itself for BLAS types. */
 #define DOT_WORK(C)                                                            \
-    __typeof__(_Generic((C)0, uint8_t: (uint32_t)0, uint16_t: (uint32_t)0,     \
-                        uint32_t: (uint32_t)0, int8_t: (uint32_t)0,            \
-                        int16_t: (uint32_t)0, int32_t: (uint32_t)0,            \
-                        uint64_t: (uint64_t)0, int64_t: (uint64_t)0,           \
-                        default: (C)0))
+    __typeof__(_Generic((C)0, uint8_t                                          \
+                        : (uint32_t)0, uint16_t                                \
+                        : (uint32_t)0, uint32_t                                \
+                        : (uint32_t)0, int8_t                                  \
+                        : (uint32_t)0, int16_t                                 \
+                        : (uint32_t)0, int32_t                                 \
+                        : (uint32_t)0, uint64_t                                \
+                        : (uint64_t)0, int64_t                                 \
+                        : (uint64_t)0, default                                 \
+                        : (C)0))
 
 typedef void (*dot_gemm_fn)(bool ta, bool tb, int m, int n, int k,
                             const void *a, int lda, const void *b, int ldb,
@@ -57,8 +63,8 @@ typedef void (*dot_loop_fn)(const void *a, const void *b, void *c, int64_t m,
                             int64_t row_end);
 
 typedef struct dot_kernel {
-    size_t wsize;    /* bytes of one work element */
-    bool in_place;   /* work type == dtype: use operands and output as is */
+    size_t wsize;  /* bytes of one work element */
+    bool in_place; /* work type == dtype: use operands and output as is */
     /* dst[i] = (work) src[i * stride] for i < n */
     void (*pack)(void *dst, const void *src, int64_t n, int64_t stride);
     /* dst[i] = (dtype) src[i] for i < n */
@@ -72,10 +78,9 @@ typedef struct dot_kernel {
  * stream past. */
 #define DOT_COL_BLOCK 512
 #define DEFINE_DOT_LOOP(W)                                                     \
-    EM_CLONES static void dot_loop_##W(const void *ap, const void *bp,         \
-                                       void *cp, int64_t m, int64_t n,         \
-                                       int64_t k, int64_t row_begin,           \
-                                       int64_t row_end) {                      \
+    EM_CLONES static void dot_loop_##W(                                        \
+        const void *ap, const void *bp, void *cp, int64_t m, int64_t n,        \
+        int64_t k, int64_t row_begin, int64_t row_end) {                       \
         const W *a = ap, *b = bp;                                              \
         W *c = cp;                                                             \
         (void)m;                                                               \
@@ -117,11 +122,17 @@ DEFINE_BLAS_GEMM(gemm_c128, em_c128_t, cblas_zgemm, BY_POINTER)
 
 /* Which GEMM runs a work type. */
 #define DOT_GEMM_OF(W)                                                         \
-    _Generic((W)0, float: gemm_f32, double: gemm_f64, em_c64_t: gemm_c64,      \
-             em_c128_t: gemm_c128, default: (dot_gemm_fn)NULL)
+    _Generic((W)0, float                                                       \
+             : gemm_f32, double                                                \
+             : gemm_f64, em_c64_t                                              \
+             : gemm_c64, em_c128_t                                             \
+             : gemm_c128, default                                              \
+             : (dot_gemm_fn)NULL)
 #define DOT_LOOP_OF(W)                                                         \
-    _Generic((W)0, uint32_t: dot_loop_uint32_t, uint64_t: dot_loop_uint64_t,   \
-             default: (dot_loop_fn)NULL)
+    _Generic((W)0, uint32_t                                                    \
+             : dot_loop_uint32_t, uint64_t                                     \
+             : dot_loop_uint64_t, default                                      \
+             : (dot_loop_fn)NULL)
 
 #define DEFINE_DOT_KERNEL(E, sfx, T, C, LOAD, STORE)                           \
     static void dot_pack_##sfx(void *dstp, const void *srcp, int64_t n,        \
@@ -297,8 +308,8 @@ static void dot_loop_task(void *ctx, int64_t begin, int64_t end) {
         int64_t r1 = j->m < r0 + (end - begin) ? j->m : r0 + (end - begin);
         j->k->loop(j->a + (size_t)(bi * j->m * j->kk) * w,
                    j->b + (size_t)(bi * j->kk * j->n) * w,
-                   j->c + (size_t)(bi * j->m * j->n) * w, j->m, j->n, j->kk,
-                   r0, r1);
+                   j->c + (size_t)(bi * j->m * j->n) * w, j->m, j->n, j->kk, r0,
+                   r1);
         begin += r1 - r0;
     }
 }
@@ -376,8 +387,8 @@ static em_status dot_eval(em_array *node) {
             const char *pb = packed_b
                                  ? (char *)packed_b + (size_t)(bi * kk * n) * w
                                  : vb.data + batch_offset(&vb, bi) * (int64_t)w;
-            k->gemm(ta, tb, (int)m, (int)n, (int)kk, pa, (int)lda, pb,
-                    (int)ldb, c + (size_t)(bi * m * n) * w, (int)n);
+            k->gemm(ta, tb, (int)m, (int)n, (int)kk, pa, (int)lda, pb, (int)ldb,
+                    c + (size_t)(bi * m * n) * w, (int)n);
         }
     } else {
         dot_loop_job job = {k, packed_a, packed_b, c, m, n, kk};
@@ -418,17 +429,8 @@ static em_status dot_build(const char *name, em_array *a, em_array *b,
     if (st != EM_OK)
         return st;
     em_array *inputs[2] = {a, b};
-    em_array *node;
-    st = em__node_new(&dot_prim, a->dtype, shape, ndim, inputs, 2, &node);
-    if (st != EM_OK)
-        return st;
-    st = em__node_set_params(node, p, sizeof *p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&dot_prim, a->dtype, shape, ndim, inputs, 2, p,
+                               sizeof *p, out);
 }
 
 static em_status check_pair(const char *name, em_array *a, em_array *b,
@@ -464,9 +466,8 @@ static em_status take_axes(const char *what, const int *axes, int n,
                             "dot: %s axis %d is out of range for %s", what,
                             axes[i], em__describe(x, &d));
         if (*used & (1u << ax))
-            return em__fail(EM_ERR_ARGUMENT,
-                            "dot: axis %d of %s is used twice", axes[i],
-                            em__describe(x, &d));
+            return em__fail(EM_ERR_ARGUMENT, "dot: axis %d of %s is used twice",
+                            axes[i], em__describe(x, &d));
         *used |= 1u << ax;
         out[i] = ax;
     }

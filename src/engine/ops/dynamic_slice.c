@@ -17,7 +17,7 @@ static inline int64_t widen_s64(int64_t v) { return v; }
 static inline int64_t widen_u64(uint64_t v) {
     return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
 }
-#define EM_WIDEN(v) _Generic((v), uint64_t: widen_u64, default: widen_s64)(v)
+#define EM_WIDEN(v) _Generic((v), uint64_t : widen_u64, default : widen_s64)(v)
 
 /* Entry i of the evaluated 1-D integer array `starts`. */
 static int64_t read_start(const em_array *starts, int64_t i) {
@@ -67,7 +67,8 @@ static em_status dslice_eval(em_array *node) {
     const size_t es = em_dtype_size(node->dtype);
     int64_t src_strides[EM_MAX_NDIM], off = 0;
     for (int i = 0; i < a->ndim; i++) {
-        int64_t s = clamp_start(read_start(starts, i), a->shape[i], p->sizes[i]);
+        int64_t s =
+            clamp_start(read_start(starts, i), a->shape[i], p->sizes[i]);
         off += s * a->strides[i];
         src_strides[i] = a->strides[i] * p->strides[i];
     }
@@ -79,9 +80,8 @@ static em_status dslice_eval(em_array *node) {
 
 static const em_prim dslice_prim = {"dynamic_slice", dslice_eval};
 
-em_status em_dynamic_slice(em_array *a, em_array *starts,
-                           const int64_t *sizes, const int64_t *strides,
-                           em_array **out) {
+em_status em_dynamic_slice(em_array *a, em_array *starts, const int64_t *sizes,
+                           const int64_t *strides, em_array **out) {
     if (out)
         *out = NULL;
     if (!a || !starts || !out || (a->ndim > 0 && !sizes))
@@ -106,16 +106,8 @@ em_status em_dynamic_slice(em_array *a, em_array *starts,
         shape[i] = sizes[i] / step + (sizes[i] % step != 0);
     }
     em_array *inputs[2] = {a, starts};
-    em_array *node;
-    st = em__node_new(&dslice_prim, a->dtype, shape, a->ndim, inputs, 2, &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&dslice_prim, a->dtype, shape, a->ndim, inputs,
+                               2, &p, sizeof p, out);
 }
 
 /* ---- dynamic_put_slice --------------------------------------------------- */
@@ -147,8 +139,8 @@ static em_status dput_eval(em_array *node) {
 
 static const em_prim dput_prim = {"dynamic_put_slice", dput_eval};
 
-em_status em_dynamic_put_slice(em_array *a, em_array *starts,
-                               em_array *update, em_array **out) {
+em_status em_dynamic_put_slice(em_array *a, em_array *starts, em_array *update,
+                               em_array **out) {
     if (out)
         *out = NULL;
     if (!a || !starts || !update || !out)

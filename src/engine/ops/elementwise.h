@@ -30,7 +30,8 @@
 #if defined(__clang__)
 #define EM_EW_HOT EM_EW_CLONES
 #else
-#define EM_EW_HOT EM_EW_CLONES __attribute__((optimize("vect-cost-model=dynamic")))
+#define EM_EW_HOT                                                              \
+    EM_EW_CLONES __attribute__((optimize("vect-cost-model=dynamic")))
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -84,7 +85,7 @@ static inline const char *em_ew_accepts_text(const char *accepts) {
  * dtype table can hand them to code expanded from the op lists (which cannot
  * see the table's columns, and cannot expand the table again). */
 #define EM_EW_DEFINE_LOAD_STORE(E, sfx, S, C, L, ST)                           \
-    static inline C em_ew_load_##sfx(S v) { return L(v); }                    \
+    static inline C em_ew_load_##sfx(S v) { return L(v); }                     \
     static inline S em_ew_store_##sfx(C v) { return ST(v); }
 EM_DTYPES_ALL(EM_EW_DEFINE_LOAD_STORE)
 
@@ -121,15 +122,15 @@ EM_DTYPES_ALL(EM_EW_DEFINE_LOAD_STORE)
 #define EM_EW_INT_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define EM_EW_INT_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define EM_EW_FLT_MAX(a, b)                                                    \
-    ((a) != (a)                               ? (a)                            \
-     : (b) != (b)                             ? (b)                            \
+    ((a) != (a)                                 ? (a)                          \
+     : (b) != (b)                               ? (b)                          \
      : (a) > (b) || ((a) == (b) && !signbit(a)) ? (a)                          \
-                                              : (b))
+                                                : (b))
 #define EM_EW_FLT_MIN(a, b)                                                    \
-    ((a) != (a)                              ? (a)                             \
-     : (b) != (b)                            ? (b)                             \
+    ((a) != (a)                                ? (a)                           \
+     : (b) != (b)                              ? (b)                           \
      : (a) < (b) || ((a) == (b) && signbit(a)) ? (a)                           \
-                                             : (b))
+                                               : (b))
 
 /* ------------------------------------------------------------------------ */
 /* Strided N-operand iteration                                               */
@@ -177,7 +178,9 @@ static inline void em_ew_gather(void *dst, const char *src, int64_t step,
         }                                                                      \
         return;                                                                \
     }
-    typedef struct { uint64_t lo, hi; } em_ew_16b;
+    typedef struct {
+        uint64_t lo, hi;
+    } em_ew_16b;
     switch (esize) {
         EM_EW_GATHER_CASE(1, uint8_t)
         EM_EW_GATHER_CASE(2, uint16_t)

@@ -56,14 +56,14 @@ typedef double complex cd;
 typedef struct kplan {
     int64_t m;
     /* direct (m <= KERNEL_DIRECT_MAX) */
-    uint32_t *rev;    /* bit-reversed index of each i */
-    double *tw;       /* per radix-2² pass with quarter q: for j < q the
+    uint32_t *rev; /* bit-reversed index of each i */
+    double *tw;    /* per radix-2² pass with quarter q: for j < q the
                          (re, im) pairs w_{2q}^j, w_{4q}^j */
     /* four-step */
     int64_t n1, n2;
     struct kplan *sub1, *sub2; /* lengths n1 and n2 */
-    double *fine;     /* w_m^b, b < n1 (interleaved re, im) */
-    double *coarse;   /* w_m^{a·n1} = w_{n2}^a, a < n2 */
+    double *fine;              /* w_m^b, b < n1 (interleaved re, im) */
+    double *coarse;            /* w_m^{a·n1} = w_{n2}^a, a < n2 */
 } kplan;
 
 static bool is_pow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
@@ -169,7 +169,8 @@ static void kernel_direct(const kplan *p, double *restrict x) {
     for (; 4 * q <= m; q *= 4) {
         for (int64_t i = 0; i < m; i += 4 * q) {
             double *restrict x0 = x + 2 * i, *restrict x1 = x0 + 2 * q,
-                             *restrict x2 = x1 + 2 * q, *restrict x3 = x2 + 2 * q;
+                             *restrict x2 = x1 + 2 * q,
+                             *restrict x3 = x2 + 2 * q;
             for (int64_t j = 0; j < q; j++) {
                 double t1r = tw[4 * j], t1i = tw[4 * j + 1];
                 double t2r = tw[4 * j + 2], t2i = tw[4 * j + 3];
@@ -207,8 +208,8 @@ static double *kernel_run(const kplan *p, double *x, double *scratch);
  * sets oom and the caller reports it. */
 typedef struct fs_job {
     const kplan *p;
-    double *x;  /* the data, n1 × n2 row-major */
-    double *y;  /* the transposed result, n2 × n1 */
+    double *x; /* the data, n1 × n2 row-major */
+    double *y; /* the transposed result, n2 × n1 */
     atomic_bool oom;
 } fs_job;
 
@@ -253,7 +254,8 @@ static void fs_cols(void *ctx, int64_t begin, int64_t end) {
                 const double *wf = p->fine + 2 * (e & (n1 - 1));
                 double wr = wc[0] * wf[0] - wc[1] * wf[1];
                 double wi = wc[0] * wf[1] + wc[1] * wf[0];
-                double vr = buf[2 * (c * n1 + k1)], vi = buf[2 * (c * n1 + k1) + 1];
+                double vr = buf[2 * (c * n1 + k1)],
+                       vi = buf[2 * (c * n1 + k1) + 1];
                 dst[2 * c] = vr * wr - vi * wi;
                 dst[2 * c + 1] = vr * wi + vi * wr;
             }
@@ -316,7 +318,8 @@ static void fs_transpose_square(void *ctx, int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; b++)
         for (int64_t c = b; c < n / TILE; c++)
             for (int64_t r = b * TILE; r < (b + 1) * TILE; r++)
-                for (int64_t k = (b == c ? r + 1 : c * TILE); k < (c + 1) * TILE; k++) {
+                for (int64_t k = (b == c ? r + 1 : c * TILE);
+                     k < (c + 1) * TILE; k++) {
                     double *u = x + 2 * (r * n + k), *v = x + 2 * (k * n + r);
                     double ur = u[0], ui = u[1];
                     u[0] = v[0];
@@ -473,8 +476,8 @@ typedef struct fft_job {
     const fft_plan *plan;
     em_fft_mode mode;
     em_dtype in_dtype, out_dtype;
-    const char *in;     /* element 0 of the input */
-    char *out;          /* element 0 of the output */
+    const char *in; /* element 0 of the input */
+    char *out;      /* element 0 of the output */
     int64_t in_len, in_stride, out_len, out_stride;
     int nouter;
     int64_t oshape[EM_MAX_NDIM];
@@ -485,7 +488,8 @@ typedef struct fft_job {
 } fft_job;
 
 /* The row (cut or zero padded to nload) as interleaved re, im doubles. */
-static void load_row(const fft_job *j, const char *src, double *buf, int64_t nload) {
+static void load_row(const fft_job *j, const char *src, double *buf,
+                     int64_t nload) {
     int64_t c = j->in_len < nload ? j->in_len : nload;
     int64_t s = j->in_stride;
     switch (j->in_dtype) {
@@ -538,13 +542,14 @@ static void store_row(const fft_job *j, char *dst, const double *buf) {
         break;
     case EM_C64:
         for (int64_t k = 0; k < c; k++)
-            ((em_c64_t *)dst)[k * s] = em_make_c64((float)clean(buf[2 * k], eps),
-                                                   (float)clean(buf[2 * k + 1], eps));
+            ((em_c64_t *)dst)[k * s] =
+                em_make_c64((float)clean(buf[2 * k], eps),
+                            (float)clean(buf[2 * k + 1], eps));
         break;
     default:
         for (int64_t k = 0; k < c; k++)
-            ((em_c128_t *)dst)[k * s] = em_make_c128(clean(buf[2 * k], eps),
-                                                     clean(buf[2 * k + 1], eps));
+            ((em_c128_t *)dst)[k * s] = em_make_c128(
+                clean(buf[2 * k], eps), clean(buf[2 * k + 1], eps));
         break;
     }
 }
@@ -661,8 +666,8 @@ static em_status fft_eval(em_array *node) {
 
 static const em_prim fft_prim = {"fft", fft_eval};
 
-em_status em_fft(em_array *a, int axis, int64_t n, em_fft_mode mode,
-                 double eps, em_array **out) {
+em_status em_fft(em_array *a, int axis, int64_t n, em_fft_mode mode, double eps,
+                 em_array **out) {
     if (out)
         *out = NULL;
     if (!a || !out)
@@ -697,14 +702,7 @@ em_status em_fft(em_array *a, int axis, int64_t n, em_fft_mode mode,
     shape[ax] = mode == EM_FFT_RFFT ? n / 2 + 1 : n;
     if ((st = em__check_shape("fft", shape, a->ndim, odt, NULL)) != EM_OK)
         return st;
-    em_array *node;
-    if ((st = em__node_new(&fft_prim, odt, shape, a->ndim, &a, 1, &node)) != EM_OK)
-        return st;
     fft_params pr = {.axis = ax, .n = n, .mode = mode, .eps = eps};
-    if ((st = em__node_set_params(node, &pr, sizeof pr)) != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&fft_prim, odt, shape, a->ndim, &a, 1, &pr,
+                               sizeof pr, out);
 }

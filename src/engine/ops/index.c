@@ -57,7 +57,7 @@ static inline int64_t index_from_u64(uint64_t v) {
     return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 #define EM_TO_INDEX(v)                                                         \
-    _Generic((v), uint64_t: index_from_u64, default: index_from_s64)(v)
+    _Generic((v), uint64_t : index_from_u64, default : index_from_s64)(v)
 
 typedef struct widen_job {
     const void *raw; /* row-major elements of the index dtype */
@@ -65,7 +65,7 @@ typedef struct widen_job {
 } widen_job;
 
 #define EM_DEFINE_WIDEN(ENUM, sfx, T, CT, LOAD, STORE)                         \
-    static void widen_##sfx(void *ctx, int64_t begin, int64_t end) {          \
+    static void widen_##sfx(void *ctx, int64_t begin, int64_t end) {           \
         const widen_job *job = ctx;                                            \
         const T *raw = job->raw;                                               \
         for (int64_t i = begin; i < end; i++)                                  \
@@ -243,8 +243,8 @@ typedef struct gather_params {
  * naxes == 0 means the leading k axes. Order matters (entry j of an index
  * row addresses axes[j]), so the list is kept, not turned into a mask. */
 static em_status index_axes(const char *op, const em_array *a,
-                            const em_array *indices, const int *axes,
-                            int naxes, int *out_axes, unsigned *mask_out) {
+                            const em_array *indices, const int *axes, int naxes,
+                            int *out_axes, unsigned *mask_out) {
     em_desc da, di;
     if (indices->ndim < 1)
         return em__fail(EM_ERR_ARGUMENT,
@@ -300,8 +300,8 @@ static em_status gather_eval(em_array *node) {
     const em_array *a = node->inputs[0], *idx = node->inputs[1];
     const int k = p->naxes;
     const int64_t rows = shape_product(idx->shape, idx->ndim - 1);
-    int64_t *offsets = load_indices(idx, idx->ndim, idx->shape, idx->strides,
-                                    idx->size, rows);
+    int64_t *offsets =
+        load_indices(idx, idx->ndim, idx->shape, idx->strides, idx->size, rows);
     if (!offsets)
         return out_of_memory("gather");
     /* Row r's index entries r*k .. r*k+k-1 become its element offset,
@@ -310,7 +310,8 @@ static em_status gather_eval(em_array *node) {
         int64_t off = 0;
         for (int j = 0; j < k; j++) {
             int ax = p->axes[j];
-            off += clamp_index(offsets[r * k + j], a->shape[ax]) * a->strides[ax];
+            off +=
+                clamp_index(offsets[r * k + j], a->shape[ax]) * a->strides[ax];
         }
         offsets[r] = off;
     }
@@ -366,16 +367,8 @@ em_status em_gather(em_array *a, em_array *indices, const int *axes, int naxes,
     if (st != EM_OK)
         return st;
     em_array *inputs[2] = {a, indices};
-    em_array *node;
-    st = em__node_new(&gather_prim, a->dtype, shape, n, inputs, 2, &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&gather_prim, a->dtype, shape, n, inputs, 2, &p,
+                               sizeof p, out);
 }
 
 /* ---- take --------------------------------------------------------------- */
@@ -390,8 +383,8 @@ static em_status take_eval(em_array *node) {
         return st;
     const int axis = ((const axis_params *)node->params)->axis;
     const em_array *a = node->inputs[0], *idx = node->inputs[1];
-    int64_t *offsets = load_indices(idx, idx->ndim, idx->shape, idx->strides,
-                                    idx->size, 1);
+    int64_t *offsets =
+        load_indices(idx, idx->ndim, idx->shape, idx->strides, idx->size, 1);
     if (!offsets)
         return out_of_memory("take");
     for (int64_t r = 0; r < idx->size; r++)
@@ -447,16 +440,8 @@ em_status em_take(em_array *a, em_array *indices, int axis, em_array **out) {
     if (st != EM_OK)
         return st;
     em_array *inputs[2] = {a, indices};
-    em_array *node;
-    st = em__node_new(&take_prim, a->dtype, shape, n, inputs, 2, &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&take_prim, a->dtype, shape, n, inputs, 2, &p,
+                               sizeof p, out);
 }
 
 /* ---- take_along_axis ---------------------------------------------------- */
@@ -498,8 +483,8 @@ static void along_offsets_range(void *ctx, int64_t begin, int64_t end) {
     const along_job *job = ctx;
     for (int64_t q = begin; q < end; q++)
         job->offsets[q] = clamp_index(job->offsets[q], job->dim) * job->stride;
-    add_walk_offsets(job->offsets, job->ndim, job->shape, job->a_strides,
-                     begin, end);
+    add_walk_offsets(job->offsets, job->ndim, job->shape, job->a_strides, begin,
+                     end);
 }
 
 static em_status take_along_eval(em_array *node) {
@@ -514,16 +499,17 @@ static em_status take_along_eval(em_array *node) {
     int64_t idx_strides[EM_MAX_NDIM], a_strides[EM_MAX_NDIM];
     for (int i = 0; i < nd; i++) {
         idx_strides[i] = idx->shape[i] == node->shape[i] ? idx->strides[i] : 0;
-        a_strides[i] = i == axis || a->shape[i] != node->shape[i] ? 0
-                                                                  : a->strides[i];
+        a_strides[i] =
+            i == axis || a->shape[i] != node->shape[i] ? 0 : a->strides[i];
     }
-    int64_t *offsets = load_indices(idx, nd, node->shape, idx_strides,
-                                    node->size, 1);
+    int64_t *offsets =
+        load_indices(idx, nd, node->shape, idx_strides, node->size, 1);
     if (!offsets)
         return out_of_memory("take_along_axis");
-    along_job along = {offsets,       nd, node->shape, a_strides,
-                       a->shape[axis], a->strides[axis]};
-    em__parallel_for(node->size, EM_PARALLEL_GRAIN, along_offsets_range, &along);
+    along_job along = {
+        offsets, nd, node->shape, a_strides, a->shape[axis], a->strides[axis]};
+    em__parallel_for(node->size, EM_PARALLEL_GRAIN, along_offsets_range,
+                     &along);
     rows_job job = {0};
     job.dst = em__data(node);
     job.src = em__data(a);
@@ -568,7 +554,8 @@ em_status em_take_along_axis(em_array *a, em_array *indices, int axis,
             return em__fail(EM_ERR_ARGUMENT,
                             "take_along_axis: indices %s do not broadcast with "
                             "%s on axis %d (expected equal sizes or 1)",
-                            em__describe(indices, &di), em__describe(a, &da), i);
+                            em__describe(indices, &di), em__describe(a, &da),
+                            i);
     }
     int64_t size;
     st = em__check_shape("take_along_axis", shape, a->ndim, a->dtype, &size);
@@ -577,17 +564,8 @@ em_status em_take_along_axis(em_array *a, em_array *indices, int axis,
     if (st != EM_OK)
         return st;
     em_array *inputs[2] = {a, indices};
-    em_array *node;
-    st = em__node_new(&take_along_prim, a->dtype, shape, a->ndim, inputs, 2,
-                      &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&take_along_prim, a->dtype, shape, a->ndim,
+                               inputs, 2, &p, sizeof p, out);
 }
 
 /* ---- indexed_add / indexed_put ------------------------------------------ */
@@ -627,8 +605,7 @@ typedef struct scatter_job {
     }
 
 #define EM_DEFINE_PUT(BYTES)                                                   \
-    static inline void put_word_##BYTES(em_word##BYTES *d,                     \
-                                        em_word##BYTES v) {                    \
+    static inline void put_word_##BYTES(em_word##BYTES *d, em_word##BYTES v) { \
         *d = v;                                                                \
     }                                                                          \
     static void scatter_put_##BYTES(void *ctx, int64_t begin, int64_t end) {   \
@@ -675,8 +652,8 @@ static em_status scatter_eval(em_array *node) {
     if (rows == 0 || upd->size == 0)
         return EM_OK;
 
-    int64_t *targets = load_indices(idx, idx->ndim, idx->shape, idx->strides,
-                                    idx->size, rows);
+    int64_t *targets =
+        load_indices(idx, idx->ndim, idx->shape, idx->strides, idx->size, rows);
     const void *updates = em__data(upd);
     void *updates_copy = NULL;
     int64_t *rest_offsets = NULL;
@@ -715,7 +692,12 @@ static em_status scatter_eval(em_array *node) {
     int64_t cshape[EM_MAX_NDIM], cstrides[1][EM_MAX_NDIM];
     const int64_t *strides_in[1] = {rest_strides};
     int nc = em__collapse(nrest, rest_shape, 1, strides_in, cshape, cstrides);
-    scatter_job job = {em__data(node), updates, targets, rows, inner, NULL,
+    scatter_job job = {em__data(node),
+                       updates,
+                       targets,
+                       rows,
+                       inner,
+                       NULL,
                        nc == 1 ? cstrides[0][0] : 0};
     if (nc > 1) {
         rest_offsets = calloc((size_t)inner, sizeof(int64_t));
@@ -812,16 +794,8 @@ static em_status indexed_update(const char *op, const em_prim *prim, bool add,
     if (st != EM_OK)
         return st;
     em_array *inputs[3] = {a, indices, updates};
-    em_array *node;
-    st = em__node_new(prim, a->dtype, a->shape, a->ndim, inputs, 3, &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(prim, a->dtype, a->shape, a->ndim, inputs, 3, &p,
+                               sizeof p, out);
 }
 
 em_status em_indexed_add(em_array *a, em_array *indices, em_array *updates,
@@ -874,14 +848,6 @@ em_status em_indices_in_range(em_array *indices, int64_t bound,
     if (st != EM_OK)
         return st;
     in_range_params p = {bound};
-    em_array *node;
-    st = em__node_new(&in_range_prim, EM_PRED, NULL, 0, &indices, 1, &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&in_range_prim, EM_PRED, NULL, 0, &indices, 1,
+                               &p, sizeof p, out);
 }

@@ -73,17 +73,9 @@ em_status em_put_slice(em_array *a, const int64_t *start, em_array *update,
         p.start[i] = start[i];
     }
     em_array *inputs[2] = {a, update};
-    em_array *node;
-    em_status st = em__node_new(&put_slice_prim, a->dtype, a->shape, a->ndim,
-                                inputs, 2, &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    em_status st = em__node_new_params(&put_slice_prim, a->dtype, a->shape,
+                                       a->ndim, inputs, 2, &p, sizeof p, out);
+    return st;
 }
 
 /* ---- concatenate -------------------------------------------------------- */
@@ -127,7 +119,8 @@ em_status em_concatenate(em_array *const *arrays, size_t n, int axis,
         if (!arrays[i])
             return null_argument("concatenate", out);
     if (n > INT_MAX)
-        return em__fail(EM_ERR_ARGUMENT, "concatenate: too many arrays (%zu)", n);
+        return em__fail(EM_ERR_ARGUMENT, "concatenate: too many arrays (%zu)",
+                        n);
     const em_array *first = arrays[0];
     em_desc d0, di;
     if (first->ndim == 0)
@@ -168,15 +161,6 @@ em_status em_concatenate(em_array *const *arrays, size_t n, int axis,
         return EM_OK;
     }
     concat_params p = {ax};
-    em_array *node;
-    st = em__node_new(&concat_prim, first->dtype, shape, first->ndim, arrays,
-                      (int)n, &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&concat_prim, first->dtype, shape, first->ndim,
+                               arrays, (int)n, &p, sizeof p, out);
 }

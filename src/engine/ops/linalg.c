@@ -38,16 +38,16 @@ typedef enum lop {
 } lop;
 
 static const char *const op_names[] = {
-    "cholesky", "qr", "lu", "eigh", "svd", "triangular_solve", "solve",
-    "determinant", "invert"};
+    "cholesky",         "qr",    "lu",          "eigh",  "svd",
+    "triangular_solve", "solve", "determinant", "invert"};
 
 typedef struct lparams {
     lop op;
-    int64_t batch;    /* matrices */
-    int64_t m, n;     /* a's matrix shape */
-    int64_t k;        /* right-hand sides (solve, triangular_solve) */
-    int64_t per;      /* output elements per matrix */
-    bool flag;        /* qr: complete; svd: full matrices */
+    int64_t batch; /* matrices */
+    int64_t m, n;  /* a's matrix shape */
+    int64_t k;     /* right-hand sides (solve, triangular_solve) */
+    int64_t per;   /* output elements per matrix */
+    bool flag;     /* qr: complete; svd: full matrices */
     bool left, lower, trans;
 } lparams;
 
@@ -64,298 +64,306 @@ static inline void cpy(void *dst, const void *src, size_t n) {
         memcpy(dst, src, n);
 }
 
-#define DEFINE_LINALG(sfx, T, R, P, HEEVD, ORGQR, CPLX)                        \
-/* NaN in every element (both parts for complex). */                           \
-static void nan_fill_##sfx(T *out, int64_t count) {                            \
-    R parts[2] = {NAN, NAN};                                                   \
-    T v;                                                                       \
-    cpy(&v, parts, sizeof v);                                               \
-    for (int64_t i = 0; i < count; i++)                                        \
-        out[i] = v;                                                            \
-}                                                                              \
-                                                                               \
-static int chol_##sfx(const lparams *p, const T *a, T *out) {                  \
-    lapack_int n = (lapack_int)p->n;                                           \
-    cpy(out, a, sizeof(T) * (size_t)(n * n));                               \
-    if (n == 0)                                                                \
-        return 0;                                                              \
-    lapack_int info = LAPACKE_##P##potrf(LAPACK_ROW_MAJOR, 'L', n, out, n);    \
-    if (info < 0) {                                                            \
-        nan_fill_##sfx(out, (int64_t)n * n);                                   \
-        return 0;                                                              \
-    }                                                                          \
-    if (info > 0)                                                              \
-        return 1;                                                              \
-    for (lapack_int i = 0; i < n; i++)                                         \
-        for (lapack_int j = i + 1; j < n; j++)                                 \
-            out[i * n + j] = 0;                                                \
-    return 0;                                                                  \
-}                                                                              \
-                                                                               \
-static int qr_##sfx(const lparams *p, const T *a, T *out) {                    \
-    int64_t m = p->m, n = p->n, k = m < n ? m : n;                             \
-    int64_t qc = p->flag ? m : k, rr = p->flag ? m : k;                        \
-    T *q = out, *r = out + m * qc;                                             \
-    memset(out, 0, sizeof(T) * (size_t)(m * qc + rr * n));                     \
-    if (m == 0)                                                                \
-        return 0;                                                              \
-    T *w = malloc(sizeof(T) * (size_t)(m * (n > qc ? n : qc) + k + 1));        \
-    if (!w)                                                                    \
-        return -1;                                                             \
-    T *tau = w + m * (n > qc ? n : qc);                                        \
-    cpy(w, a, sizeof(T) * (size_t)(m * n));                                 \
-    lapack_int info = 0;                                                       \
-    if (k > 0)                                                                 \
-        info = LAPACKE_##P##geqrf(LAPACK_ROW_MAJOR, (lapack_int)m, (lapack_int)n, w,\
-                              (lapack_int)(n > 0 ? n : 1), tau);               \
-    if (info != 0) {                                                           \
-        nan_fill_##sfx(out, m * qc + rr * n);                                  \
-        free(w);                                                               \
-        return 0;                                                              \
-    }                                                                          \
-    for (int64_t i = 0; i < k; i++)                                            \
-        for (int64_t j = i; j < n; j++)                                        \
-            r[i * n + j] = w[i * n + j];                                       \
-    for (int64_t i = 0; i < m; i++)                                            \
-        for (int64_t j = 0; j < qc; j++)                                       \
-            q[i * qc + j] = j < k ? w[i * n + j] : 0;                          \
-    if (qc > 0)                                                                \
-        info = LAPACKE_##P##ORGQR(LAPACK_ROW_MAJOR, (lapack_int)m, (lapack_int)qc,\
-                              (lapack_int)k, q, (lapack_int)qc, tau);          \
-    if (info != 0) {                                                           \
-        nan_fill_##sfx(out, m * qc + rr * n);                                  \
-        free(w);                                                               \
-        return 0;                                                              \
-    }                                                                          \
-    if (!CPLX) /* Nx's sign convention: diag(r) has the sign of the pivot */   \
-        for (int64_t j = 0; j < k; j++)                                        \
-            if (tau[j] != 0) {                                                 \
-                for (int64_t i = 0; i < m; i++) /* + 0: no -0.0 */             \
-                    q[i * qc + j] = -q[i * qc + j] + 0;                        \
-                for (int64_t c = 0; c < n; c++)                                \
-                    r[j * n + c] = -r[j * n + c] + 0;                          \
-            }                                                                  \
-    free(w);                                                                   \
-    return 0;                                                                  \
-}                                                                              \
-                                                                               \
-/* getrf on a copy of a in w (n*n) with pivots ipiv; returns LAPACK's info. */ \
-static lapack_int getrf_##sfx(int64_t n, const T *a, T *w, lapack_int *ipiv) { \
-    cpy(w, a, sizeof(T) * (size_t)(n * n));                                 \
-    if (n == 0)                                                                \
-        return 0;                                                              \
-    return LAPACKE_##P##getrf(LAPACK_ROW_MAJOR, (lapack_int)n, (lapack_int)n, w,\
-                          (lapack_int)n, ipiv);                                \
-}                                                                              \
-                                                                               \
-static int lu_##sfx(const lparams *p, const T *a, T *out) {                    \
-    int64_t n = p->n;                                                          \
-    T *P = out, *L = out + n * n, *U = out + 2 * n * n;                        \
-    T *w = malloc(sizeof(T) * (size_t)(n * n + 1));                            \
-    lapack_int *ipiv = malloc(sizeof(lapack_int) * (size_t)(n + 1));           \
-    int64_t *perm = malloc(sizeof(int64_t) * (size_t)(n + 1));                 \
-    if (!w || !ipiv || !perm) {                                                \
-        free(w), free(ipiv), free(perm);                                       \
-        return -1;                                                             \
-    }                                                                          \
-    lapack_int info = getrf_##sfx(n, a, w, ipiv);                              \
-    memset(out, 0, sizeof(T) * (size_t)(3 * n * n));                           \
-    if (info < 0) {                                                            \
-        nan_fill_##sfx(out, 3 * n * n);                                        \
-    } else {                                                                   \
-        for (int64_t i = 0; i < n; i++)                                        \
-            perm[i] = i;                                                       \
-        for (int64_t i = 0; i < n; i++) {                                      \
-            int64_t t = perm[i], s = ipiv[i] - 1;                              \
-            perm[i] = perm[s];                                                 \
-            perm[s] = t;                                                       \
-        }                                                                      \
-        for (int64_t i = 0; i < n; i++) {                                      \
-            P[perm[i] * n + i] = 1;                                            \
-            for (int64_t j = 0; j < n; j++) {                                  \
-                if (j < i)                                                     \
-                    L[i * n + j] = w[i * n + j];                               \
-                else                                                           \
-                    U[i * n + j] = w[i * n + j];                               \
-            }                                                                  \
-            L[i * n + i] = 1;                                                  \
-        }                                                                      \
-    }                                                                          \
-    free(w), free(ipiv), free(perm);                                           \
-    return 0;                                                                  \
-}                                                                              \
-                                                                               \
-static int det_##sfx(const lparams *p, const T *a, T *out) {                   \
-    int64_t n = p->n;                                                          \
-    T *w = malloc(sizeof(T) * (size_t)(n * n + 1));                            \
-    lapack_int *ipiv = malloc(sizeof(lapack_int) * (size_t)(n + 1));           \
-    if (!w || !ipiv) {                                                         \
-        free(w), free(ipiv);                                                   \
-        return -1;                                                             \
-    }                                                                          \
-    lapack_int info = getrf_##sfx(n, a, w, ipiv);                              \
-    if (info < 0) {                                                            \
-        nan_fill_##sfx(out, 1);                                                \
-    } else {                                                                   \
-        T d = 1;                                                               \
-        for (int64_t i = 0; i < n; i++) {                                      \
-            d *= w[i * n + i];                                                 \
-            if (ipiv[i] != i + 1)                                              \
-                d = -d;                                                        \
-        }                                                                      \
-        out[0] = d;                                                            \
-    }                                                                          \
-    free(w), free(ipiv);                                                       \
-    return 0;                                                                  \
-}                                                                              \
-                                                                               \
-static int inv_##sfx(const lparams *p, const T *a, T *out) {                   \
-    int64_t n = p->n;                                                          \
-    lapack_int *ipiv = malloc(sizeof(lapack_int) * (size_t)(n + 1));           \
-    if (!ipiv)                                                                 \
-        return -1;                                                             \
-    lapack_int info = getrf_##sfx(n, a, out, ipiv);                            \
-    if (info == 0 && n > 0)                                                    \
-        info = LAPACKE_##P##getri(LAPACK_ROW_MAJOR, (lapack_int)n, out, (lapack_int)n, ipiv);\
-    if (info != 0)                                                             \
-        nan_fill_##sfx(out, n * n);                                            \
-    free(ipiv);                                                                \
-    return 0;                                                                  \
-}                                                                              \
-                                                                               \
-static int solve_##sfx(const lparams *p, const T *a, const T *b, T *out) {     \
-    int64_t n = p->n, k = p->k;                                                \
-    cpy(out, b, sizeof(T) * (size_t)(n * k));                               \
-    if (n == 0 || k == 0)                                                      \
-        return 0;                                                              \
-    T *w = malloc(sizeof(T) * (size_t)(n * n));                                \
-    lapack_int *ipiv = malloc(sizeof(lapack_int) * (size_t)n);                 \
-    if (!w || !ipiv) {                                                         \
-        free(w), free(ipiv);                                                   \
-        return -1;                                                             \
-    }                                                                          \
-    cpy(w, a, sizeof(T) * (size_t)(n * n));                                 \
-    lapack_int info = LAPACKE_##P##gesv(LAPACK_ROW_MAJOR, (lapack_int)n, (lapack_int)k,\
-                                    w, (lapack_int)n, ipiv, out, (lapack_int)k);\
-    free(w), free(ipiv);                                                       \
-    if (info < 0)                                                              \
-        nan_fill_##sfx(out, n * k);                                            \
-    return info > 0 ? 1 : 0;                                                   \
-}                                                                              \
-                                                                               \
-/* left: op(A) X = B with B [n, k]; right: X op(A) = B with B [k, n], solved   \
- * as op(A)ᵀ Xᵀ = Bᵀ. */                                                       \
-static int trsolve_##sfx(const lparams *p, const T *a, const T *b, T *out) {   \
-    int64_t n = p->n, k = p->k;                                                \
-    if (n == 0 || k == 0) {                                                    \
-        cpy(out, b, sizeof(T) * (size_t)(n * k));                           \
-        return 0;                                                              \
-    }                                                                          \
-    T *x = out;                                                                \
-    T *bt = NULL;                                                              \
-    bool trans = p->trans;                                                     \
-    if (p->left) {                                                             \
-        cpy(out, b, sizeof(T) * (size_t)(n * k));                           \
-    } else {                                                                   \
-        if (!(bt = malloc(sizeof(T) * (size_t)(n * k))))                       \
-            return -1;                                                         \
-        for (int64_t i = 0; i < k; i++)                                        \
-            for (int64_t j = 0; j < n; j++)                                    \
-                bt[j * k + i] = b[i * n + j];                                  \
-        x = bt;                                                                \
-        trans = !trans;                                                        \
-    }                                                                          \
-    lapack_int info = LAPACKE_##P##trtrs(LAPACK_ROW_MAJOR, p->lower ? 'L' : 'U',\
-                                     trans ? 'T' : 'N', 'N', (lapack_int)n,    \
-                                     (lapack_int)k, a, (lapack_int)n, x,       \
-                                     (lapack_int)k);                           \
-    if (bt) {                                                                  \
-        for (int64_t i = 0; i < k; i++)                                        \
-            for (int64_t j = 0; j < n; j++)                                    \
-                out[i * n + j] = bt[j * k + i];                                \
-        free(bt);                                                              \
-    }                                                                          \
-    if (info < 0)                                                              \
-        nan_fill_##sfx(out, n * k);                                            \
-    return info > 0 ? 1 : 0;                                                   \
-}                                                                              \
-                                                                               \
-static int eigh_##sfx(const lparams *p, const T *a, T *out) {                  \
-    int64_t n = p->n;                                                          \
-    T *wv = out, *v = out + n;                                                 \
-    cpy(v, a, sizeof(T) * (size_t)(n * n));                                 \
-    if (n == 0)                                                                \
-        return 0;                                                              \
-    R *w = malloc(sizeof(R) * (size_t)n);                                      \
-    if (!w)                                                                    \
-        return -1;                                                             \
-    lapack_int info = LAPACKE_##P##HEEVD(LAPACK_ROW_MAJOR, 'V', 'L', (lapack_int)n, v,\
-                                     (lapack_int)n, w);                        \
-    if (info != 0) {                                                           \
-        nan_fill_##sfx(out, n + n * n);                                        \
-    } else {                                                                   \
-        for (int64_t i = 0; i < n; i++)                                        \
-            wv[i] = w[i];                                                      \
-    }                                                                          \
-    free(w);                                                                   \
-    return 0;                                                                  \
-}                                                                              \
-                                                                               \
-static int svd_##sfx(const lparams *p, const T *a, T *out) {                   \
-    int64_t m = p->m, n = p->n, k = m < n ? m : n;                             \
-    int64_t uc = p->flag ? m : k, vr = p->flag ? n : k;                        \
-    T *U = out, *S = out + m * uc, *VT = S + k;                                \
-    memset(out, 0, sizeof(T) * (size_t)(m * uc + k + vr * n));                 \
-    if (k == 0) { /* no singular values: identity factors */                   \
-        for (int64_t i = 0; i < m && i < uc; i++)                              \
-            U[i * uc + i] = 1;                                                 \
-        for (int64_t i = 0; i < vr && i < n; i++)                              \
-            VT[i * n + i] = 1;                                                 \
-        return 0;                                                              \
-    }                                                                          \
-    T *w = malloc(sizeof(T) * (size_t)(m * n));                                \
-    R *s = malloc(sizeof(R) * (size_t)k);                                      \
-    if (!w || !s) {                                                            \
-        free(w), free(s);                                                      \
-        return -1;                                                             \
-    }                                                                          \
-    cpy(w, a, sizeof(T) * (size_t)(m * n));                                 \
-    lapack_int info = LAPACKE_##P##gesdd(LAPACK_ROW_MAJOR, p->flag ? 'A' : 'S',\
-                                     (lapack_int)m, (lapack_int)n, w, (lapack_int)n,\
-                                     s, U, (lapack_int)uc, VT, (lapack_int)n); \
-    if (info != 0) {                                                           \
-        nan_fill_##sfx(out, m * uc + k + vr * n);                              \
-    } else {                                                                   \
-        for (int64_t i = 0; i < k; i++)                                        \
-            S[i] = s[i];                                                       \
-    }                                                                          \
-    free(w), free(s);                                                          \
-    return 0;                                                                  \
-}                                                                              \
-                                                                               \
-static int run_##sfx(const lparams *p, const void *a, const void *b, void *out) {\
-    switch (p->op) {                                                           \
-    case OP_CHOL:                                                              \
-        return chol_##sfx(p, a, out);                                          \
-    case OP_QR:                                                                \
-        return qr_##sfx(p, a, out);                                            \
-    case OP_LU:                                                                \
-        return lu_##sfx(p, a, out);                                            \
-    case OP_EIGH:                                                              \
-        return eigh_##sfx(p, a, out);                                          \
-    case OP_SVD:                                                               \
-        return svd_##sfx(p, a, out);                                           \
-    case OP_TRSOLVE:                                                           \
-        return trsolve_##sfx(p, a, b, out);                                    \
-    case OP_SOLVE:                                                             \
-        return solve_##sfx(p, a, b, out);                                      \
-    case OP_DET:                                                               \
-        return det_##sfx(p, a, out);                                           \
-    case OP_INV:                                                               \
-        return inv_##sfx(p, a, out);                                           \
-    }                                                                          \
-    return 0;                                                                  \
-}                                                                              \
+#define DEFINE_LINALG(sfx, T, R, P, HEEVD, ORGQR, CPLX)                              \
+    /* NaN in every element (both parts for complex). */                             \
+    static void nan_fill_##sfx(T *out, int64_t count) {                              \
+        R parts[2] = {NAN, NAN};                                                     \
+        T v;                                                                         \
+        cpy(&v, parts, sizeof v);                                                    \
+        for (int64_t i = 0; i < count; i++)                                          \
+            out[i] = v;                                                              \
+    }                                                                                \
+                                                                                     \
+    static int chol_##sfx(const lparams *p, const T *a, T *out) {                    \
+        lapack_int n = (lapack_int)p->n;                                             \
+        cpy(out, a, sizeof(T) * (size_t)(n * n));                                    \
+        if (n == 0)                                                                  \
+            return 0;                                                                \
+        lapack_int info =                                                            \
+            LAPACKE_##P##potrf(LAPACK_ROW_MAJOR, 'L', n, out, n);                    \
+        if (info < 0) {                                                              \
+            nan_fill_##sfx(out, (int64_t)n *n);                                      \
+            return 0;                                                                \
+        }                                                                            \
+        if (info > 0)                                                                \
+            return 1;                                                                \
+        for (lapack_int i = 0; i < n; i++)                                           \
+            for (lapack_int j = i + 1; j < n; j++)                                   \
+                out[i * n + j] = 0;                                                  \
+        return 0;                                                                    \
+    }                                                                                \
+                                                                                     \
+    static int qr_##sfx(const lparams *p, const T *a, T *out) {                      \
+        int64_t m = p->m, n = p->n, k = m < n ? m : n;                               \
+        int64_t qc = p->flag ? m : k, rr = p->flag ? m : k;                          \
+        T *q = out, *r = out + m * qc;                                               \
+        memset(out, 0, sizeof(T) * (size_t)(m * qc + rr * n));                       \
+        if (m == 0)                                                                  \
+            return 0;                                                                \
+        T *w = malloc(sizeof(T) * (size_t)(m * (n > qc ? n : qc) + k + 1));          \
+        if (!w)                                                                      \
+            return -1;                                                               \
+        T *tau = w + m * (n > qc ? n : qc);                                          \
+        cpy(w, a, sizeof(T) * (size_t)(m * n));                                      \
+        lapack_int info = 0;                                                         \
+        if (k > 0)                                                                   \
+            info = LAPACKE_##P##geqrf(LAPACK_ROW_MAJOR, (lapack_int)m,               \
+                                      (lapack_int)n, w,                              \
+                                      (lapack_int)(n > 0 ? n : 1), tau);             \
+        if (info != 0) {                                                             \
+            nan_fill_##sfx(out, m *qc + rr * n);                                     \
+            free(w);                                                                 \
+            return 0;                                                                \
+        }                                                                            \
+        for (int64_t i = 0; i < k; i++)                                              \
+            for (int64_t j = i; j < n; j++)                                          \
+                r[i * n + j] = w[i * n + j];                                         \
+        for (int64_t i = 0; i < m; i++)                                              \
+            for (int64_t j = 0; j < qc; j++)                                         \
+                q[i * qc + j] = j < k ? w[i * n + j] : 0;                            \
+        if (qc > 0)                                                                  \
+            info = LAPACKE_##P##ORGQR(LAPACK_ROW_MAJOR, (lapack_int)m,               \
+                                      (lapack_int)qc, (lapack_int)k, q,              \
+                                      (lapack_int)qc, tau);                          \
+        if (info != 0) {                                                             \
+            nan_fill_##sfx(out, m *qc + rr * n);                                     \
+            free(w);                                                                 \
+            return 0;                                                                \
+        }                                                                            \
+        if (!CPLX) /* Nx's sign convention: diag(r) has the sign of the pivot */     \
+            for (int64_t j = 0; j < k; j++)                                          \
+                if (tau[j] != 0) {                                                   \
+                    for (int64_t i = 0; i < m; i++) /* + 0: no -0.0 */               \
+                        q[i * qc + j] = -q[i * qc + j] + 0;                          \
+                    for (int64_t c = 0; c < n; c++)                                  \
+                        r[j * n + c] = -r[j * n + c] + 0;                            \
+                }                                                                    \
+        free(w);                                                                     \
+        return 0;                                                                    \
+    }                                                                                \
+                                                                                     \
+    /* getrf on a copy of a in w (n*n) with pivots ipiv; returns LAPACK's info. */   \
+    static lapack_int getrf_##sfx(int64_t n, const T *a, T *w,                       \
+                                  lapack_int *ipiv) {                                \
+        cpy(w, a, sizeof(T) * (size_t)(n * n));                                      \
+        if (n == 0)                                                                  \
+            return 0;                                                                \
+        return LAPACKE_##P##getrf(LAPACK_ROW_MAJOR, (lapack_int)n,                   \
+                                  (lapack_int)n, w, (lapack_int)n, ipiv);            \
+    }                                                                                \
+                                                                                     \
+    static int lu_##sfx(const lparams *p, const T *a, T *out) {                      \
+        int64_t n = p->n;                                                            \
+        T *P = out, *L = out + n * n, *U = out + 2 * n * n;                          \
+        T *w = malloc(sizeof(T) * (size_t)(n * n + 1));                              \
+        lapack_int *ipiv = malloc(sizeof(lapack_int) * (size_t)(n + 1));             \
+        int64_t *perm = malloc(sizeof(int64_t) * (size_t)(n + 1));                   \
+        if (!w || !ipiv || !perm) {                                                  \
+            free(w), free(ipiv), free(perm);                                         \
+            return -1;                                                               \
+        }                                                                            \
+        lapack_int info = getrf_##sfx(n, a, w, ipiv);                                \
+        memset(out, 0, sizeof(T) * (size_t)(3 * n * n));                             \
+        if (info < 0) {                                                              \
+            nan_fill_##sfx(out, 3 * n * n);                                          \
+        } else {                                                                     \
+            for (int64_t i = 0; i < n; i++)                                          \
+                perm[i] = i;                                                         \
+            for (int64_t i = 0; i < n; i++) {                                        \
+                int64_t t = perm[i], s = ipiv[i] - 1;                                \
+                perm[i] = perm[s];                                                   \
+                perm[s] = t;                                                         \
+            }                                                                        \
+            for (int64_t i = 0; i < n; i++) {                                        \
+                P[perm[i] * n + i] = 1;                                              \
+                for (int64_t j = 0; j < n; j++) {                                    \
+                    if (j < i)                                                       \
+                        L[i * n + j] = w[i * n + j];                                 \
+                    else                                                             \
+                        U[i * n + j] = w[i * n + j];                                 \
+                }                                                                    \
+                L[i * n + i] = 1;                                                    \
+            }                                                                        \
+        }                                                                            \
+        free(w), free(ipiv), free(perm);                                             \
+        return 0;                                                                    \
+    }                                                                                \
+                                                                                     \
+    static int det_##sfx(const lparams *p, const T *a, T *out) {                     \
+        int64_t n = p->n;                                                            \
+        T *w = malloc(sizeof(T) * (size_t)(n * n + 1));                              \
+        lapack_int *ipiv = malloc(sizeof(lapack_int) * (size_t)(n + 1));             \
+        if (!w || !ipiv) {                                                           \
+            free(w), free(ipiv);                                                     \
+            return -1;                                                               \
+        }                                                                            \
+        lapack_int info = getrf_##sfx(n, a, w, ipiv);                                \
+        if (info < 0) {                                                              \
+            nan_fill_##sfx(out, 1);                                                  \
+        } else {                                                                     \
+            T d = 1;                                                                 \
+            for (int64_t i = 0; i < n; i++) {                                        \
+                d *= w[i * n + i];                                                   \
+                if (ipiv[i] != i + 1)                                                \
+                    d = -d;                                                          \
+            }                                                                        \
+            out[0] = d;                                                              \
+        }                                                                            \
+        free(w), free(ipiv);                                                         \
+        return 0;                                                                    \
+    }                                                                                \
+                                                                                     \
+    static int inv_##sfx(const lparams *p, const T *a, T *out) {                     \
+        int64_t n = p->n;                                                            \
+        lapack_int *ipiv = malloc(sizeof(lapack_int) * (size_t)(n + 1));             \
+        if (!ipiv)                                                                   \
+            return -1;                                                               \
+        lapack_int info = getrf_##sfx(n, a, out, ipiv);                              \
+        if (info == 0 && n > 0)                                                      \
+            info = LAPACKE_##P##getri(LAPACK_ROW_MAJOR, (lapack_int)n, out,          \
+                                      (lapack_int)n, ipiv);                          \
+        if (info != 0)                                                               \
+            nan_fill_##sfx(out, n *n);                                               \
+        free(ipiv);                                                                  \
+        return 0;                                                                    \
+    }                                                                                \
+                                                                                     \
+    static int solve_##sfx(const lparams *p, const T *a, const T *b, T *out) {       \
+        int64_t n = p->n, k = p->k;                                                  \
+        cpy(out, b, sizeof(T) * (size_t)(n * k));                                    \
+        if (n == 0 || k == 0)                                                        \
+            return 0;                                                                \
+        T *w = malloc(sizeof(T) * (size_t)(n * n));                                  \
+        lapack_int *ipiv = malloc(sizeof(lapack_int) * (size_t)n);                   \
+        if (!w || !ipiv) {                                                           \
+            free(w), free(ipiv);                                                     \
+            return -1;                                                               \
+        }                                                                            \
+        cpy(w, a, sizeof(T) * (size_t)(n * n));                                      \
+        lapack_int info =                                                            \
+            LAPACKE_##P##gesv(LAPACK_ROW_MAJOR, (lapack_int)n, (lapack_int)k,        \
+                              w, (lapack_int)n, ipiv, out, (lapack_int)k);           \
+        free(w), free(ipiv);                                                         \
+        if (info < 0)                                                                \
+            nan_fill_##sfx(out, n *k);                                               \
+        return info > 0 ? 1 : 0;                                                     \
+    }                                                                                \
+                                                                                     \
+    /* left: op(A) X = B with B [n, k]; right: X op(A) = B with B [k, n], solved   \
+ * as op(A)ᵀ Xᵀ = Bᵀ. */ \
+    static int trsolve_##sfx(const lparams *p, const T *a, const T *b,               \
+                             T *out) {                                               \
+        int64_t n = p->n, k = p->k;                                                  \
+        if (n == 0 || k == 0) {                                                      \
+            cpy(out, b, sizeof(T) * (size_t)(n * k));                                \
+            return 0;                                                                \
+        }                                                                            \
+        T *x = out;                                                                  \
+        T *bt = NULL;                                                                \
+        bool trans = p->trans;                                                       \
+        if (p->left) {                                                               \
+            cpy(out, b, sizeof(T) * (size_t)(n * k));                                \
+        } else {                                                                     \
+            if (!(bt = malloc(sizeof(T) * (size_t)(n * k))))                         \
+                return -1;                                                           \
+            for (int64_t i = 0; i < k; i++)                                          \
+                for (int64_t j = 0; j < n; j++)                                      \
+                    bt[j * k + i] = b[i * n + j];                                    \
+            x = bt;                                                                  \
+            trans = !trans;                                                          \
+        }                                                                            \
+        lapack_int info = LAPACKE_##P##trtrs(                                        \
+            LAPACK_ROW_MAJOR, p->lower ? 'L' : 'U', trans ? 'T' : 'N', 'N',          \
+            (lapack_int)n, (lapack_int)k, a, (lapack_int)n, x, (lapack_int)k);       \
+        if (bt) {                                                                    \
+            for (int64_t i = 0; i < k; i++)                                          \
+                for (int64_t j = 0; j < n; j++)                                      \
+                    out[i * n + j] = bt[j * k + i];                                  \
+            free(bt);                                                                \
+        }                                                                            \
+        if (info < 0)                                                                \
+            nan_fill_##sfx(out, n *k);                                               \
+        return info > 0 ? 1 : 0;                                                     \
+    }                                                                                \
+                                                                                     \
+    static int eigh_##sfx(const lparams *p, const T *a, T *out) {                    \
+        int64_t n = p->n;                                                            \
+        T *wv = out, *v = out + n;                                                   \
+        cpy(v, a, sizeof(T) * (size_t)(n * n));                                      \
+        if (n == 0)                                                                  \
+            return 0;                                                                \
+        R *w = malloc(sizeof(R) * (size_t)n);                                        \
+        if (!w)                                                                      \
+            return -1;                                                               \
+        lapack_int info = LAPACKE_##P##HEEVD(                                        \
+            LAPACK_ROW_MAJOR, 'V', 'L', (lapack_int)n, v, (lapack_int)n, w);         \
+        if (info != 0) {                                                             \
+            nan_fill_##sfx(out, n + n * n);                                          \
+        } else {                                                                     \
+            for (int64_t i = 0; i < n; i++)                                          \
+                wv[i] = w[i];                                                        \
+        }                                                                            \
+        free(w);                                                                     \
+        return 0;                                                                    \
+    }                                                                                \
+                                                                                     \
+    static int svd_##sfx(const lparams *p, const T *a, T *out) {                     \
+        int64_t m = p->m, n = p->n, k = m < n ? m : n;                               \
+        int64_t uc = p->flag ? m : k, vr = p->flag ? n : k;                          \
+        T *U = out, *S = out + m * uc, *VT = S + k;                                  \
+        memset(out, 0, sizeof(T) * (size_t)(m * uc + k + vr * n));                   \
+        if (k == 0) { /* no singular values: identity factors */                     \
+            for (int64_t i = 0; i < m && i < uc; i++)                                \
+                U[i * uc + i] = 1;                                                   \
+            for (int64_t i = 0; i < vr && i < n; i++)                                \
+                VT[i * n + i] = 1;                                                   \
+            return 0;                                                                \
+        }                                                                            \
+        T *w = malloc(sizeof(T) * (size_t)(m * n));                                  \
+        R *s = malloc(sizeof(R) * (size_t)k);                                        \
+        if (!w || !s) {                                                              \
+            free(w), free(s);                                                        \
+            return -1;                                                               \
+        }                                                                            \
+        cpy(w, a, sizeof(T) * (size_t)(m * n));                                      \
+        lapack_int info =                                                            \
+            LAPACKE_##P##gesdd(LAPACK_ROW_MAJOR, p->flag ? 'A' : 'S',                \
+                               (lapack_int)m, (lapack_int)n, w, (lapack_int)n,       \
+                               s, U, (lapack_int)uc, VT, (lapack_int)n);             \
+        if (info != 0) {                                                             \
+            nan_fill_##sfx(out, m *uc + k + vr * n);                                 \
+        } else {                                                                     \
+            for (int64_t i = 0; i < k; i++)                                          \
+                S[i] = s[i];                                                         \
+        }                                                                            \
+        free(w), free(s);                                                            \
+        return 0;                                                                    \
+    }                                                                                \
+                                                                                     \
+    static int run_##sfx(const lparams *p, const void *a, const void *b,             \
+                         void *out) {                                                \
+        switch (p->op) {                                                             \
+        case OP_CHOL:                                                                \
+            return chol_##sfx(p, a, out);                                            \
+        case OP_QR:                                                                  \
+            return qr_##sfx(p, a, out);                                              \
+        case OP_LU:                                                                  \
+            return lu_##sfx(p, a, out);                                              \
+        case OP_EIGH:                                                                \
+            return eigh_##sfx(p, a, out);                                            \
+        case OP_SVD:                                                                 \
+            return svd_##sfx(p, a, out);                                             \
+        case OP_TRSOLVE:                                                             \
+            return trsolve_##sfx(p, a, b, out);                                      \
+        case OP_SOLVE:                                                               \
+            return solve_##sfx(p, a, b, out);                                        \
+        case OP_DET:                                                                 \
+            return det_##sfx(p, a, out);                                             \
+        case OP_INV:                                                                 \
+            return inv_##sfx(p, a, out);                                             \
+        }                                                                            \
+        return 0;                                                                    \
+    }
 
 #define INSTANTIATE(sfx, E, T, R, P, HEEVD, ORGQR, CPLX)                       \
     DEFINE_LINALG(sfx, T, R, P, HEEVD, ORGQR, CPLX)
@@ -441,7 +449,8 @@ static em_status check_input(lop op, em_array *a, bool square, bool real_only) {
               (!real_only && (a->dtype == EM_C64 || a->dtype == EM_C128));
     if (!ok)
         return em__fail(EM_ERR_ARGUMENT, "%s: expected an %s tensor, got %s",
-                        name, real_only ? "f32 or f64" : "f32, f64, c64 or c128",
+                        name,
+                        real_only ? "f32 or f64" : "f32, f64, c64 or c128",
                         em__describe(a, &d));
     if (a->ndim < 2)
         return em__fail(EM_ERR_ARGUMENT,
@@ -450,12 +459,12 @@ static em_status check_input(lop op, em_array *a, bool square, bool real_only) {
                         name, em__describe(a, &d));
     int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1];
     if (square && m != n)
-        return em__fail(EM_ERR_ARGUMENT,
-                        "%s: expected square matrices, got %s", name,
-                        em__describe(a, &d));
-    if (m > INT_MAX / 2 || n > INT_MAX / 2)
-        return em__fail(EM_ERR_ARGUMENT, "%s: matrices too large for LAPACK: %s",
+        return em__fail(EM_ERR_ARGUMENT, "%s: expected square matrices, got %s",
                         name, em__describe(a, &d));
+    if (m > INT_MAX / 2 || n > INT_MAX / 2)
+        return em__fail(EM_ERR_ARGUMENT,
+                        "%s: matrices too large for LAPACK: %s", name,
+                        em__describe(a, &d));
     return EM_OK;
 }
 
@@ -485,16 +494,8 @@ static em_status make_node(const lparams *p, em_array *a, em_array *b,
     if (st != EM_OK)
         return st;
     em_array *inputs[2] = {a, b};
-    em_array *node;
-    if ((st = em__node_new(&linalg_prim, a->dtype, shape, nd, inputs, b ? 2 : 1,
-                           &node)) != EM_OK)
-        return st;
-    if ((st = em__node_set_params(node, p, sizeof *p)) != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&linalg_prim, a->dtype, shape, nd, inputs,
+                               b ? 2 : 1, p, sizeof *p, out);
 }
 
 static em_status part_eval(em_array *node) {
@@ -526,7 +527,8 @@ static em_status make_part(em_array *pack, const lparams *p, int nb,
         strides[nb + 1] = 1;
     }
     em_array *node;
-    em_status st = em__node_new(&part_prim, pack->dtype, shape, nd, &pack, 1, &node);
+    em_status st =
+        em__node_new(&part_prim, pack->dtype, shape, nd, &pack, 1, &node);
     if (st != EM_OK)
         return st;
     node->offset = node->size == 0 ? 0 : offset;
@@ -539,10 +541,12 @@ static em_status make_part(em_array *pack, const lparams *p, int nb,
 
 /* Views `parts` (n of them, each {offset, rows, cols}) of the pack. */
 static em_status split_pack(em_array *pack, const lparams *p, int nb,
-                            const int64_t (*parts)[3], int n, em_array **outs[]) {
+                            const int64_t (*parts)[3], int n,
+                            em_array **outs[]) {
     em_status st = EM_OK;
     for (int i = 0; i < n && st == EM_OK; i++)
-        st = make_part(pack, p, nb, parts[i][0], parts[i][1], parts[i][2], outs[i]);
+        st = make_part(pack, p, nb, parts[i][0], parts[i][1], parts[i][2],
+                       outs[i]);
     if (st != EM_OK)
         for (int i = 0; i < n; i++) {
             em_array_release(*outs[i]);
@@ -579,7 +583,8 @@ em_status em_determinant(em_array *a, em_array **out) {
         *out = NULL;
     em_status st = check_input(OP_DET, a, true, false);
     if (st != EM_OK || !out)
-        return st ? st : em__fail(EM_ERR_ARGUMENT, "determinant: NULL argument");
+        return st ? st
+                  : em__fail(EM_ERR_ARGUMENT, "determinant: NULL argument");
     lparams p;
     init_params(&p, OP_DET, a, 1);
     return make_node(&p, a, NULL, NULL, 0, out);
@@ -665,7 +670,8 @@ em_status em_svd(em_array *a, bool full, em_array **u, em_array **s,
     em_array *pack;
     if ((st = make_node(&p, a, NULL, &p.per, 1, &pack)) != EM_OK)
         return st;
-    const int64_t parts[3][3] = {{0, m, uc}, {m * uc, k, -1}, {m * uc + k, vr, n}};
+    const int64_t parts[3][3] = {
+        {0, m, uc}, {m * uc, k, -1}, {m * uc + k, vr, n}};
     em_array **outs[3] = {u, s, vt};
     return split_pack(pack, &p, a->ndim - 2, parts, 3, outs);
 }
@@ -679,8 +685,9 @@ static em_status check_rhs(lop op, em_array *a, em_array *b, bool left,
     if (!b)
         return em__fail(EM_ERR_ARGUMENT, "%s: NULL argument", name);
     if (b->dtype != a->dtype)
-        return em__fail(EM_ERR_ARGUMENT, "%s: a and b must share a dtype, got %s and %s",
-                        name, em__describe(a, &da), em__describe(b, &db));
+        return em__fail(EM_ERR_ARGUMENT,
+                        "%s: a and b must share a dtype, got %s and %s", name,
+                        em__describe(a, &da), em__describe(b, &db));
     int nb = a->ndim - 2;
     int64_t n = a->shape[a->ndim - 1];
     bool vec = b->ndim == a->ndim - 1;
@@ -692,16 +699,17 @@ static em_status check_rhs(lop op, em_array *a, em_array *b, bool left,
     else if (ok)
         ok = b->shape[left ? nb : nb + 1] == n;
     if (!ok)
-        return em__fail(EM_ERR_ARGUMENT,
-                        "%s: incompatible dimensions for a and b: %s and %s "
-                        "(b must be [..., n, k]%s or [..., n] with a's batch axes)",
-                        name, em__describe(a, &da), em__describe(b, &db),
-                        left ? "" : " for the right side: [..., k, n]");
+        return em__fail(
+            EM_ERR_ARGUMENT,
+            "%s: incompatible dimensions for a and b: %s and %s "
+            "(b must be [..., n, k]%s or [..., n] with a's batch axes)",
+            name, em__describe(a, &da), em__describe(b, &db),
+            left ? "" : " for the right side: [..., k, n]");
     init_params(p, op, a, 0);
     p->k = vec ? 1 : b->shape[left ? nb + 1 : nb];
     if (p->k > INT_MAX / 2)
-        return em__fail(EM_ERR_ARGUMENT, "%s: too many right-hand sides: %s", name,
-                        em__describe(b, &db));
+        return em__fail(EM_ERR_ARGUMENT, "%s: too many right-hand sides: %s",
+                        name, em__describe(b, &db));
     p->per = n * p->k;
     return EM_OK;
 }
@@ -716,7 +724,8 @@ em_status em_solve(em_array *a, em_array *b, em_array **out) {
     if ((st = check_rhs(OP_SOLVE, a, b, true, &p)) != EM_OK)
         return st;
     p.left = true;
-    return make_node(&p, a, b, b->shape + a->ndim - 2, b->ndim - a->ndim + 2, out);
+    return make_node(&p, a, b, b->shape + a->ndim - 2, b->ndim - a->ndim + 2,
+                     out);
 }
 
 em_status em_triangular_solve(em_array *a, em_array *b, bool left_side,
@@ -725,12 +734,15 @@ em_status em_triangular_solve(em_array *a, em_array *b, bool left_side,
         *out = NULL;
     em_status st = check_input(OP_TRSOLVE, a, true, false);
     if (st != EM_OK || !out)
-        return st ? st : em__fail(EM_ERR_ARGUMENT, "triangular_solve: NULL argument");
+        return st ? st
+                  : em__fail(EM_ERR_ARGUMENT,
+                             "triangular_solve: NULL argument");
     lparams p;
     if ((st = check_rhs(OP_TRSOLVE, a, b, left_side, &p)) != EM_OK)
         return st;
     p.left = left_side;
     p.lower = lower;
     p.trans = transpose;
-    return make_node(&p, a, b, b->shape + a->ndim - 2, b->ndim - a->ndim + 2, out);
+    return make_node(&p, a, b, b->shape + a->ndim - 2, b->ndim - a->ndim + 2,
+                     out);
 }

@@ -42,7 +42,8 @@ static em_status pad_eval(em_array *node) {
         const int64_t step = p->interior[i] + 1, low = p->low[i];
         const int64_t out_dim = node->shape[i];
         int64_t first = low >= 0 ? 0 : (-low + step - 1) / step;
-        int64_t end = out_dim - 1 - low < 0 ? 0 : (out_dim - 1 - low) / step + 1;
+        int64_t end =
+            out_dim - 1 - low < 0 ? 0 : (out_dim - 1 - low) / step + 1;
         if (end > a->shape[i])
             end = a->shape[i];
         if (end <= first)
@@ -61,8 +62,7 @@ static em_status pad_eval(em_array *node) {
 static const em_prim pad_prim = {"pad", pad_eval};
 
 em_status em_pad(em_array *a, em_array *value, const int64_t *low,
-                 const int64_t *high, const int64_t *interior,
-                 em_array **out) {
+                 const int64_t *high, const int64_t *interior, em_array **out) {
     if (out)
         *out = NULL;
     if (!a || !value || !out || (a->ndim > 0 && (!low || !high || !interior)))
@@ -104,7 +104,8 @@ em_status em_pad(em_array *a, em_array *value, const int64_t *low,
         shape[i] = size;
         p.low[i] = low[i];
         p.interior[i] = interior[i];
-        crop_only = crop_only && interior[i] == 0 && low[i] <= 0 && high[i] <= 0;
+        crop_only =
+            crop_only && interior[i] == 0 && low[i] <= 0 && high[i] <= 0;
     }
     em_status st = em__check_shape("pad", shape, a->ndim, a->dtype, NULL);
     if (st != EM_OK)
@@ -119,14 +120,6 @@ em_status em_pad(em_array *a, em_array *value, const int64_t *low,
         return em_slice(a, start, stop, NULL, out);
     }
     em_array *inputs[2] = {a, value};
-    em_array *node;
-    st = em__node_new(&pad_prim, a->dtype, shape, a->ndim, inputs, 2, &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&pad_prim, a->dtype, shape, a->ndim, inputs, 2,
+                               &p, sizeof p, out);
 }

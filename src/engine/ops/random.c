@@ -22,10 +22,14 @@ static inline uint32_t rotl32(uint32_t x, int r) {
 /* Four rounds with rotations r0..r3. */
 #define TF_ROUNDS4(x0, x1, r0, r1, r2, r3)                                     \
     do {                                                                       \
-        x0 += x1; x1 = rotl32(x1, r0) ^ x0;                                    \
-        x0 += x1; x1 = rotl32(x1, r1) ^ x0;                                    \
-        x0 += x1; x1 = rotl32(x1, r2) ^ x0;                                    \
-        x0 += x1; x1 = rotl32(x1, r3) ^ x0;                                    \
+        x0 += x1;                                                              \
+        x1 = rotl32(x1, r0) ^ x0;                                              \
+        x0 += x1;                                                              \
+        x1 = rotl32(x1, r1) ^ x0;                                              \
+        x0 += x1;                                                              \
+        x1 = rotl32(x1, r2) ^ x0;                                              \
+        x0 += x1;                                                              \
+        x1 = rotl32(x1, r3) ^ x0;                                              \
     } while (0)
 
 /* Threefry-2x32, 20 rounds: five groups of four rounds, the key injected
@@ -36,15 +40,20 @@ static inline void threefry2x32(uint32_t k0, uint32_t k1, uint32_t *x0p,
     uint32_t k2 = k0 ^ k1 ^ 0x1BD11BDAu;
     uint32_t x0 = *x0p + k0, x1 = *x1p + k1;
     TF_ROUNDS4(x0, x1, 13, 15, 26, 6);
-    x0 += k1; x1 += k2 + 1u;
+    x0 += k1;
+    x1 += k2 + 1u;
     TF_ROUNDS4(x0, x1, 17, 29, 16, 24);
-    x0 += k2; x1 += k0 + 2u;
+    x0 += k2;
+    x1 += k0 + 2u;
     TF_ROUNDS4(x0, x1, 13, 15, 26, 6);
-    x0 += k0; x1 += k1 + 3u;
+    x0 += k0;
+    x1 += k1 + 3u;
     TF_ROUNDS4(x0, x1, 17, 29, 16, 24);
-    x0 += k1; x1 += k2 + 4u;
+    x0 += k1;
+    x1 += k2 + 4u;
     TF_ROUNDS4(x0, x1, 13, 15, 26, 6);
-    x0 += k2; x1 += k0 + 5u;
+    x0 += k2;
+    x1 += k0 + 5u;
     *x0p = x0;
     *x1p = x1;
 }
@@ -61,8 +70,7 @@ static em_status check_key(const char *op, const em_array *key) {
     if (!key)
         return em__fail(EM_ERR_ARGUMENT, "%s: key is NULL", op);
     if (key->dtype != EM_U32 || key->ndim != 1 || key->shape[0] != 2)
-        return em__fail(EM_ERR_ARGUMENT,
-                        "%s: key is %s; expected u32[2]", op,
+        return em__fail(EM_ERR_ARGUMENT, "%s: key is %s; expected u32[2]", op,
                         em__describe(key, &d));
     return EM_OK;
 }
@@ -142,8 +150,7 @@ em_status em_random_bits(em_array *key, const int64_t *shape, int ndim,
     em_status st = check_key("random_bits", key);
     if (st != EM_OK)
         return st;
-    if (dtype != EM_U8 && dtype != EM_U16 && dtype != EM_U32 &&
-        dtype != EM_U64)
+    if (dtype != EM_U8 && dtype != EM_U16 && dtype != EM_U32 && dtype != EM_U64)
         return em__fail(EM_ERR_ARGUMENT,
                         "random_bits: dtype %s; expected u8, u16, u32 or u64",
                         em_dtype_is_valid((int)dtype) ? em_dtype_name(dtype)
@@ -155,12 +162,14 @@ em_status em_random_bits(em_array *key, const int64_t *shape, int ndim,
     if (st != EM_OK)
         return st;
     /* Counters are u32: 2^32 of them at most (2^31 u64 draws). */
-    if ((dtype == EM_U64 ? size > ((int64_t)1 << 31) : size > ((int64_t)1 << 32))) {
+    if ((dtype == EM_U64 ? size > ((int64_t)1 << 31)
+                         : size > ((int64_t)1 << 32))) {
         em_desc d;
         return em__fail(EM_ERR_ARGUMENT,
                         "random_bits: shape %s of %s is too large for 32-bit "
                         "counters",
-                        em__describe_shape(shape, ndim, &d), em_dtype_name(dtype));
+                        em__describe_shape(shape, ndim, &d),
+                        em_dtype_name(dtype));
     }
     return em__node_new(&bits_prim, dtype, shape, ndim, &key, 1, out);
 }

@@ -64,27 +64,40 @@ typedef struct reduce_kernel {
 #define EM_CLONES EM_TARGET_CLONES
 #else
 #define EM_CLONES                                                              \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),               \
-                   optimize("vect-cost-model=dynamic")))
+    __attribute__((                                                            \
+        target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),          \
+        optimize("vect-cost-model=dynamic")))
 #endif
 
 /* The lowest / highest value of a compute type: identities of max / min. */
 #define EM_LOWEST(C)                                                           \
-    ((C)_Generic((C)0, uint8_t: 0, uint16_t: 0, uint32_t: 0, uint64_t: 0,      \
-                 int8_t: INT8_MIN, int16_t: INT16_MIN, int32_t: INT32_MIN,     \
-                 int64_t: INT64_MIN, float: -INFINITY, double: -INFINITY))
+    ((C) _Generic((C)0, uint8_t : 0, uint16_t : 0, uint32_t : 0, uint64_t : 0, \
+                  int8_t                                                       \
+                  : INT8_MIN, int16_t                                          \
+                  : INT16_MIN, int32_t                                         \
+                  : INT32_MIN, int64_t                                         \
+                  : INT64_MIN, float                                           \
+                  : -INFINITY, double                                          \
+                  : -INFINITY))
 #define EM_HIGHEST(C)                                                          \
-    ((C)_Generic((C)0, uint8_t: UINT8_MAX, uint16_t: UINT16_MAX,               \
-                 uint32_t: UINT32_MAX, uint64_t: UINT64_MAX,                   \
-                 int8_t: INT8_MAX, int16_t: INT16_MAX, int32_t: INT32_MAX,     \
-                 int64_t: INT64_MAX, float: INFINITY, double: INFINITY))
+    ((C) _Generic((C)0, uint8_t                                                \
+                  : UINT8_MAX, uint16_t                                        \
+                  : UINT16_MAX, uint32_t                                       \
+                  : UINT32_MAX, uint64_t                                       \
+                  : UINT64_MAX, int8_t                                         \
+                  : INT8_MAX, int16_t                                          \
+                  : INT16_MAX, int32_t                                         \
+                  : INT32_MAX, int64_t                                         \
+                  : INT64_MAX, float                                           \
+                  : INFINITY, double                                           \
+                  : INFINITY))
 
 /* Steps: new accumulator from accumulator `a` and compute-type value `x`.
  * Integer sums and products run in the unsigned type, so they wrap; the
  * `* 1u` lifts u8/u16 to unsigned int before multiplying (int would
  * overflow). max/min take a NaN and then keep it. */
 #define STEP_SUM(ACC, a, x) ((ACC)((a) + (ACC)(x)))
-#define STEP_PROD_INT(ACC, a, x) ((ACC)((a) * 1u * (ACC)(x)))
+#define STEP_PROD_INT(ACC, a, x) ((ACC)((a)*1u * (ACC)(x)))
 #define STEP_PROD(ACC, a, x) ((ACC)((a) * (ACC)(x)))
 #define STEP_MAX(ACC, a, x) (((x) > (a) || (x) != (x)) ? (ACC)(x) : (a))
 #define STEP_MIN(ACC, a, x) (((x) < (a) || (x) != (x)) ? (ACC)(x) : (a))
@@ -127,7 +140,7 @@ typedef struct reduce_kernel {
             *acc = STEP(ACC, *acc, NAME##_contig(x, n));                       \
             return;                                                            \
         }                                                                      \
-        /* Four chains hide the latency of the strided loads and steps. */    \
+        /* Four chains hide the latency of the strided loads and steps. */     \
         ACC a0 = INIT, a1 = INIT, a2 = INIT, a3 = INIT;                        \
         int64_t i = 0;                                                         \
         for (; i + 4 <= n; i += 4) {                                           \
@@ -160,7 +173,7 @@ typedef struct reduce_kernel {
         for (int64_t j = 0; j < m; j++)                                        \
             out[j] = STORE((C)acc[j]);                                         \
     }                                                                          \
-    static void NAME##_many(void *outp, const void *xp, int64_t nout,         \
+    static void NAME##_many(void *outp, const void *xp, int64_t nout,          \
                             int64_t ostride, int64_t rn, int64_t rstride) {    \
         OUT *out = outp;                                                       \
         const T *x = xp;                                                       \
@@ -216,10 +229,11 @@ EM_DTYPES_ALL(ANY_KERNEL)
 #define REG_ALL(E, sfx, ...) REG(all, E, sfx)
 #define REG_ANY(E, sfx, ...) REG(any, E, sfx)
 
-static const reduce_kernel *const reduce_kernels[EM_REDUCE_COUNT][EM_DTYPE_COUNT] = {
-    EM_DTYPES_ALL(REG_SUM) EM_DTYPES_ALL(REG_PROD) EM_DTYPES_REAL(REG_MAX)
-    EM_DTYPES_REAL(REG_MIN) EM_DTYPES_ALL(REG_ALL) EM_DTYPES_ALL(REG_ANY)
-};
+static const reduce_kernel
+    *const reduce_kernels[EM_REDUCE_COUNT][EM_DTYPE_COUNT] = {
+        EM_DTYPES_ALL(REG_SUM) EM_DTYPES_ALL(REG_PROD) EM_DTYPES_REAL(REG_MAX)
+            EM_DTYPES_REAL(REG_MIN) EM_DTYPES_ALL(REG_ALL)
+                EM_DTYPES_ALL(REG_ANY)};
 
 /* ------------------------------------------------------------------------ */
 /* Multi-dimensional iteration                                               */
@@ -453,8 +467,8 @@ static void reduce_chunks_task(void *ctx, int64_t begin, int64_t end) {
         int64_t b = c * j->chunk;
         int64_t e = b + j->chunk < j->rn ? b + j->chunk : j->rn;
         int64_t out_index, m;
-        fold_unit(j, j->partials + t * width * (int64_t)j->k->acc_size, u, b,
-                  e, &out_index, &m, scratch);
+        fold_unit(j, j->partials + t * width * (int64_t)j->k->acc_size, u, b, e,
+                  &out_index, &m, scratch);
     }
     free(scratch);
 }
@@ -500,11 +514,11 @@ static void reduce_run(reduce_job *j, int64_t nunits) {
         if (j->partials) {
             j->chunk = chunk;
             j->nchunks = nchunks;
-            em__parallel_units(nunits * nchunks, chunk * width, reduce_chunks_task,
-                           j);
+            em__parallel_units(nunits * nchunks, chunk * width,
+                               reduce_chunks_task, j);
             j->merge_pieces = (width + MERGE_PIECE - 1) / MERGE_PIECE;
             em__parallel_units(nunits * j->merge_pieces, nchunks * MERGE_PIECE,
-                           reduce_merge_task, j);
+                               reduce_merge_task, j);
             free(j->partials);
             j->partials = NULL;
             return;
@@ -650,18 +664,9 @@ em_status em_reduce(em_reduce_op op, em_array *a, const int *axes, int naxes,
     }
     em_dtype dtype =
         (op == EM_REDUCE_all || op == EM_REDUCE_any) ? EM_PRED : a->dtype;
-    em_array *node;
-    em_status st = em__node_new(&reduce_prim, dtype, shape, ndim, &a, 1, &node);
-    if (st != EM_OK)
-        return st;
     reduce_params p = {op, mask};
-    st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&reduce_prim, dtype, shape, ndim, &a, 1, &p,
+                               sizeof p, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -872,7 +877,8 @@ static em_status argreduce_eval(em_array *node) {
         j.nchunks = (rn + SPLIT_CHUNK - 1) / SPLIT_CHUNK;
         j.partials = malloc((size_t)(nout * j.nchunks) * sizeof(arg_best));
         if (j.partials) {
-            em__parallel_units(nout * j.nchunks, SPLIT_CHUNK, arg_chunks_task, &j);
+            em__parallel_units(nout * j.nchunks, SPLIT_CHUNK, arg_chunks_task,
+                               &j);
             for (int64_t o = 0; o < nout; o++) {
                 arg_best *first = &j.partials[o * j.nchunks];
                 for (int64_t c = 1; c < j.nchunks; c++)
@@ -954,20 +960,9 @@ em_status em_argreduce(em_argreduce_op op, em_array *a,
                         "%s: cannot reduce an empty axis of %s", name,
                         em__describe(a, &d));
     if ((uint64_t)(reduced - 1) > index_dtype_max(index_dtype))
-        return em__fail(EM_ERR_ARGUMENT,
-                        "%s: indices of %s do not fit in %s", name,
-                        em__describe(a, &d), em_dtype_name(index_dtype));
-    em_array *node;
-    em_status st =
-        em__node_new(&argreduce_prim, index_dtype, shape, ndim, &a, 1, &node);
-    if (st != EM_OK)
-        return st;
+        return em__fail(EM_ERR_ARGUMENT, "%s: indices of %s do not fit in %s",
+                        name, em__describe(a, &d), em_dtype_name(index_dtype));
     argreduce_params p = {op, opts->tie_high, mask};
-    st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&argreduce_prim, index_dtype, shape, ndim, &a, 1,
+                               &p, sizeof p, out);
 }

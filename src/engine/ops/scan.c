@@ -45,8 +45,8 @@ typedef struct scan_kernel {
     /* Scan nt steps of m lanes: out[t*oa + j] for t < nt, j < m, from
      * in[t*sa + j*sv]. carry (m compute values) or NULL: the value before
      * step 0. Strides in elements, possibly negative. */
-    void (*block)(const void *in, int64_t sa, int64_t sv, void *out,
-                  int64_t oa, int64_t nt, int64_t m, const void *carry);
+    void (*block)(const void *in, int64_t sa, int64_t sv, void *out, int64_t oa,
+                  int64_t nt, int64_t m, const void *carry);
     /* out[t*oa + j] = op(carry[j], out[t*oa + j]) */
     void (*fix)(void *out, int64_t oa, int64_t nt, int64_t m,
                 const void *carry);
@@ -55,10 +55,9 @@ typedef struct scan_kernel {
 } scan_kernel;
 
 #define DEFINE_SCAN(NAME, OP, E, sfx, S, C, LOAD, STORE)                       \
-    static void scan_block_##NAME##_##sfx(const void *inp, int64_t sa,         \
-                                          int64_t sv, void *outp, int64_t oa,  \
-                                          int64_t nt, int64_t m,               \
-                                          const void *carryp) {                \
+    static void scan_block_##NAME##_##sfx(                                     \
+        const void *inp, int64_t sa, int64_t sv, void *outp, int64_t oa,       \
+        int64_t nt, int64_t m, const void *carryp) {                           \
         const S *in = inp;                                                     \
         S *out = outp;                                                         \
         const C *carry = carryp;                                               \
@@ -104,7 +103,7 @@ typedef struct scan_kernel {
                 out[t * oa + j] =                                              \
                     STORE(OP(C, carry[j], LOAD(out[t * oa + j])));             \
     }                                                                          \
-    static void scan_total_##NAME##_##sfx(void *dstp, const void *prevp,      \
+    static void scan_total_##NAME##_##sfx(void *dstp, const void *prevp,       \
                                           const void *rowp, int64_t m) {       \
         C *dst = dstp;                                                         \
         const C *prev = prevp;                                                 \
@@ -113,12 +112,18 @@ typedef struct scan_kernel {
             dst[j] = prev ? OP(C, prev[j], LOAD(row[j])) : LOAD(row[j]);       \
     }
 
-#define SCAN_ISUM(E, sfx, S, C, L, ST) DEFINE_SCAN(sum, OP_ISUM, E, sfx, S, C, L, ST)
-#define SCAN_IPROD(E, sfx, S, C, L, ST) DEFINE_SCAN(product, OP_IPRODUCT, E, sfx, S, C, L, ST)
-#define SCAN_FSUM(E, sfx, S, C, L, ST) DEFINE_SCAN(sum, OP_FSUM, E, sfx, S, C, L, ST)
-#define SCAN_FPROD(E, sfx, S, C, L, ST) DEFINE_SCAN(product, OP_FPRODUCT, E, sfx, S, C, L, ST)
-#define SCAN_MAX(E, sfx, S, C, L, ST) DEFINE_SCAN(max, OP_MAX, E, sfx, S, C, L, ST)
-#define SCAN_MIN(E, sfx, S, C, L, ST) DEFINE_SCAN(min, OP_MIN, E, sfx, S, C, L, ST)
+#define SCAN_ISUM(E, sfx, S, C, L, ST)                                         \
+    DEFINE_SCAN(sum, OP_ISUM, E, sfx, S, C, L, ST)
+#define SCAN_IPROD(E, sfx, S, C, L, ST)                                        \
+    DEFINE_SCAN(product, OP_IPRODUCT, E, sfx, S, C, L, ST)
+#define SCAN_FSUM(E, sfx, S, C, L, ST)                                         \
+    DEFINE_SCAN(sum, OP_FSUM, E, sfx, S, C, L, ST)
+#define SCAN_FPROD(E, sfx, S, C, L, ST)                                        \
+    DEFINE_SCAN(product, OP_FPRODUCT, E, sfx, S, C, L, ST)
+#define SCAN_MAX(E, sfx, S, C, L, ST)                                          \
+    DEFINE_SCAN(max, OP_MAX, E, sfx, S, C, L, ST)
+#define SCAN_MIN(E, sfx, S, C, L, ST)                                          \
+    DEFINE_SCAN(min, OP_MIN, E, sfx, S, C, L, ST)
 
 EM_DTYPES_INT(SCAN_ISUM)
 EM_DTYPES_INT(SCAN_IPROD)
@@ -216,8 +221,8 @@ static void blocks_task(void *ctx, int64_t begin, int64_t end) {
         int64_t t0 = b * j->block_len;
         int64_t nt = j->n - t0 < j->block_len ? j->n - t0 : j->block_len;
         j->k->block(j->in + (io + t0 * j->sa) * (int64_t)j->isz, j->sa, j->sv,
-                    j->out + (oo + t0 * j->oa) * (int64_t)j->isz, j->oa, nt,
-                    ml, NULL);
+                    j->out + (oo + t0 * j->oa) * (int64_t)j->isz, j->oa, nt, ml,
+                    NULL);
     }
 }
 
@@ -312,7 +317,8 @@ static em_status scan_eval(em_array *node) {
         unit_origin(&j, u, &io, &oo, &j0, &ml);
         for (int64_t b = 1; b < j.nblocks; b++) {
             int64_t last = b * j.block_len - 1;
-            j.k->total(carry_at(&j, u, b), b > 1 ? carry_at(&j, u, b - 1) : NULL,
+            j.k->total(carry_at(&j, u, b),
+                       b > 1 ? carry_at(&j, u, b - 1) : NULL,
                        j.out + (oo + last * j.oa) * (int64_t)j.isz, ml);
         }
     }
@@ -339,7 +345,7 @@ em_status em_scan(em_scan_op op, em_array *a, int axis, bool reverse,
         return em__fail(EM_ERR_ARGUMENT, "%s: %s has dtype %s; expected %s",
                         name, em__describe(a, &d), em_dtype_name(a->dtype),
                         numeric_op ? "a numeric dtype (not pred)"
-                            : "a real dtype (not complex)");
+                                   : "a real dtype (not complex)");
     if (a->ndim == 0)
         return em__fail(EM_ERR_ARGUMENT,
                         "%s: %s is a scalar; expected rank >= 1", name,
@@ -350,16 +356,7 @@ em_status em_scan(em_scan_op op, em_array *a, int axis, bool reverse,
     em_status st = em__check_axis(op_desc, axis, a->ndim, &ax);
     if (st != EM_OK)
         return st;
-    em_array *node;
-    st = em__node_new(&scan_prim, a->dtype, a->shape, a->ndim, &a, 1, &node);
-    if (st != EM_OK)
-        return st;
     scan_params p = {(int)op, ax, reverse};
-    st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&scan_prim, a->dtype, a->shape, a->ndim, &a, 1,
+                               &p, sizeof p, out);
 }

@@ -10,7 +10,9 @@
 
 /* One kernel per pred dtype (nonzero is true; NaN is nonzero); the values
  * are only moved, so they are handled by element size (`op`). */
-typedef struct { uint64_t lo, hi; } sel_16b;
+typedef struct {
+    uint64_t lo, hi;
+} sel_16b;
 
 #define SEL_CASE(bytes, T)                                                     \
     case bytes: {                                                              \
@@ -61,7 +63,8 @@ em_status em_select(em_array *pred, em_array *on_true, em_array *on_false,
         return em__fail(EM_ERR_ARGUMENT,
                         "select: expected on_true and on_false of one dtype, "
                         "got %s and %s",
-                        em__describe(on_true, &dt), em__describe(on_false, &df));
+                        em__describe(on_true, &dt),
+                        em__describe(on_false, &df));
     em_array *inputs[3] = {pred, on_true, on_false};
     int64_t shape[EM_MAX_NDIM];
     int ndim;
@@ -78,8 +81,8 @@ em_status em_select(em_array *pred, em_array *on_true, em_array *on_false,
 
 /* Float bounds and values propagate NaN, as maximum/minimum do. */
 #define CLIP_DEFINE_KERNEL(cls, E, sfx, S, C)                                  \
-    EM_EW_HOT static void clip_kernel_##sfx(int op, void *out,                 \
-                                            const void *const *in, int64_t n) {\
+    EM_EW_HOT static void clip_kernel_##sfx(                                   \
+        int op, void *out, const void *const *in, int64_t n) {                 \
         EM_EW_DTYPE_SCOPE(E, sfx, S, C);                                       \
         const ew_stor *a = in[0], *lo = in[1], *hi = in[2];                    \
         ew_stor *o = out;                                                      \
@@ -89,8 +92,10 @@ em_status em_select(em_array *pred, em_array *on_true, em_array *on_false,
             o[i] = ew_store(EM_EW_##cls##_MIN(m, h));                          \
         }                                                                      \
     }
-#define CLIP_KERNEL_INT(E, sfx, S, C, L, ST) CLIP_DEFINE_KERNEL(INT, E, sfx, S, C)
-#define CLIP_KERNEL_FLT(E, sfx, S, C, L, ST) CLIP_DEFINE_KERNEL(FLT, E, sfx, S, C)
+#define CLIP_KERNEL_INT(E, sfx, S, C, L, ST)                                   \
+    CLIP_DEFINE_KERNEL(INT, E, sfx, S, C)
+#define CLIP_KERNEL_FLT(E, sfx, S, C, L, ST)                                   \
+    CLIP_DEFINE_KERNEL(FLT, E, sfx, S, C)
 EM_DTYPES_INT(CLIP_KERNEL_INT)
 EM_DTYPES_REALFLOAT(CLIP_KERNEL_FLT)
 

@@ -231,7 +231,8 @@ em_status em_broadcast_to(em_array *a, const int64_t *shape, int ndim,
         return em__fail(EM_ERR_ARGUMENT,
                         "broadcast_to: cannot broadcast %s to the lower rank "
                         "shape %s",
-                        em__describe(a, &d), em__describe_shape(shape, ndim, &ds));
+                        em__describe(a, &d),
+                        em__describe_shape(shape, ndim, &ds));
     int64_t strides[EM_MAX_NDIM];
     int lead = ndim - a->ndim;
     for (int i = 0; i < ndim; i++) {

@@ -35,8 +35,10 @@
 
 /* The unsigned integer type with the bits of storage type S. */
 #define RAW_OF(S)                                                              \
-    __typeof__(_Generic((S)0, float: (uint32_t)0, double: (uint64_t)0,         \
-                        default: (EM_UNSIGNED_OF(S))0))
+    __typeof__(_Generic((S)0, float                                            \
+                        : (uint32_t)0, double                                  \
+                        : (uint64_t)0, default                                 \
+                        : (EM_UNSIGNED_OF(S))0))
 
 /* Bit pattern of +Inf for the float dtypes (0 for the others). */
 static inline uint64_t inf_bits(em_dtype d) {
@@ -293,10 +295,10 @@ static em_status sort_eval(em_array *node) {
     j->p = p;
     j->keys = key_fns[in->dtype];
     j->key_bytes = (int)em_dtype_size(in->dtype);
-    j->flip = p->descending
-                  ? (j->key_bytes == 8 ? UINT64_MAX
-                                       : (((uint64_t)1 << (8 * j->key_bytes)) - 1))
-                  : 0;
+    j->flip = p->descending ? (j->key_bytes == 8
+                                   ? UINT64_MAX
+                                   : (((uint64_t)1 << (8 * j->key_bytes)) - 1))
+                            : 0;
     j->in = em__data(in);
     j->out = em__data(node);
     j->isz = em_dtype_size(in->dtype);
@@ -381,18 +383,9 @@ static em_status sort_build(const char *name, em_array *a, int axis,
                             name, ax, em__describe(a, &d),
                             em_dtype_name(out_dtype));
     }
-    em_array *node;
-    st = em__node_new(&sort_prim, out_dtype, a->shape, a->ndim, &a, 1, &node);
-    if (st != EM_OK)
-        return st;
     sort_params p = {ax, descending, indices};
-    st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&sort_prim, out_dtype, a->shape, a->ndim, &a, 1,
+                               &p, sizeof p, out);
 }
 
 em_status em_sort(em_array *a, int axis, bool descending, em_array **out) {

@@ -14,8 +14,8 @@
 /* ------------------------------------------------------------------------ */
 
 /* Real and complex libm calls picked by the argument's type. */
-#define UN_RF(fn, x) _Generic((x), float: fn##f, default: fn)(x)
-#define UN_CF(fn, x) _Generic((x), float complex: fn##f, default: fn)(x)
+#define UN_RF(fn, x) _Generic((x), float : fn##f, default : fn)(x)
+#define UN_CF(fn, x) _Generic((x), float complex : fn##f, default : fn)(x)
 
 /*
  * exp for float, written so that the kernel loop vectorises (glibc's vector
@@ -33,7 +33,7 @@ static inline __attribute__((always_inline)) float un_expf(float x) {
     const float round_magic = 12582912.0f; /* 1.5 * 2^23 */
     float z = x * 1.44269504088896341f + round_magic;
     float n = z - round_magic;
-    float r = x - n * 0.693145751953125f; /* ln2, high part (exact) */
+    float r = x - n * 0.693145751953125f;  /* ln2, high part (exact) */
     r = r - n * 1.428606765330187045e-06f; /* ln2, low part */
     float p = 1.0f / 5040.0f;
     p = p * r + 1.0f / 720.0f;
@@ -105,7 +105,7 @@ static inline __attribute__((always_inline)) float un_tanhf(float x) {
     return r;
 }
 
-#define UN_EXP(x) _Generic((x), float: un_expf, default: exp)(x)
+#define UN_EXP(x) _Generic((x), float : un_expf, default : exp)(x)
 
 /* exp(z) - 1 without cancellation for small z:
  * re = expm1(a) cos b - 2 sin^2(b/2), im = exp(a) sin b. */
@@ -120,7 +120,8 @@ static inline __attribute__((always_inline)) float un_tanhf(float x) {
     }
 UN_DEFINE_CEXPM1(cf, float complex, float, f)
 UN_DEFINE_CEXPM1(cd, double complex, double, )
-#define UN_CEXPM1(x) _Generic((x), float complex: un_cexpm1_cf, default: un_cexpm1_cd)(x)
+#define UN_CEXPM1(x)                                                           \
+    _Generic((x), float complex : un_cexpm1_cf, default : un_cexpm1_cd)(x)
 
 /* Principal cube root of a complex: cbrt|z| at a third of the argument
  * (the root on the positive real axis for positive reals). */
@@ -134,7 +135,8 @@ UN_DEFINE_CEXPM1(cd, double complex, double, )
     }
 UN_DEFINE_CCBRT(cf, float complex, float, f)
 UN_DEFINE_CCBRT(cd, double complex, double, )
-#define UN_CCBRT(x) _Generic((x), float complex: un_ccbrt_cf, default: un_ccbrt_cd)(x)
+#define UN_CCBRT(x)                                                            \
+    _Generic((x), float complex : un_ccbrt_cf, default : un_ccbrt_cd)(x)
 
 /*
  * Inverse error function, in double (float dtypes round the result). A
@@ -193,7 +195,7 @@ static inline int un_clz64(uint64_t u, int bits) {
 
 /* Floats keep +-0 and NaN; complex gives z/|z| (0 for 0). */
 #define UN_INT_sign(x) ((UN_T(x))(EM_EW_IS_NEG(x) ? -1 : (x) != 0))
-#define UN_FLT_sign(x) ((x) > 0 ? (UN_T(x))1 : (x) < 0 ? (UN_T(x))-1 : (x))
+#define UN_FLT_sign(x) ((x) > 0 ? (UN_T(x))1 : (x) < 0 ? (UN_T(x)) - 1 : (x))
 #define UN_CPX_sign(x) ((x) == 0 ? (x) : (x) / UN_CF(cabs, x))
 
 /* Rounding: the identity on integers; round is half away from zero. */
@@ -220,7 +222,7 @@ static inline int un_clz64(uint64_t u, int bits) {
 #define UN_CPX_sin(x) UN_CF(csin, x)
 #define UN_FLT_cos(x) UN_RF(cos, x)
 #define UN_CPX_cos(x) UN_CF(ccos, x)
-#define UN_FLT_tanh(x) _Generic((x), float: un_tanhf, default: tanh)(x)
+#define UN_FLT_tanh(x) _Generic((x), float : un_tanhf, default : tanh)(x)
 #define UN_CPX_tanh(x) UN_CF(ctanh, x)
 /* exp(-x) overflows to +Inf for very negative x, giving exactly 0. */
 #define UN_FLT_sigmoid(x) ((UN_T(x))1 / ((UN_T(x))1 + UN_EXP(-(x))))
@@ -261,7 +263,7 @@ static inline int un_clz64(uint64_t u, int bits) {
 
 /* Bit counts in the integer's own width (pred counts as 1 bit wide). */
 #define UN_INT_population_count(x)                                             \
-    ((UN_T(x))__builtin_popcountll(                                           \
+    ((UN_T(x))__builtin_popcountll(                                            \
         (unsigned long long)(EM_UNSIGNED_OF(UN_T(x)))(x)))
 #define UN_INT_count_leading_zeros(x)                                          \
     ((UN_T(x))un_clz64((uint64_t)(EM_UNSIGNED_OF(UN_T(x)))(x),                 \
@@ -273,8 +275,7 @@ static inline int un_clz64(uint64_t u, int bits) {
 #define UN_CPX_logical_not(x) ((_Bool)((x) == 0))
 
 /* pred is a 1-bit integer: its complement flips 0 and 1. */
-#define UN_INT_bitwise_not(x)                                                  \
-    ((UN_T(x))(ew_dtype == EM_PRED ? (x) ^ 1 : ~(x)))
+#define UN_INT_bitwise_not(x) ((UN_T(x))(ew_dtype == EM_PRED ? (x) ^ 1 : ~(x)))
 
 #define UN_INT_is_nan(x) ((_Bool)((void)(x), 0))
 #define UN_FLT_is_nan(x) ((_Bool)isnan(x))
@@ -294,30 +295,30 @@ static inline int un_clz64(uint64_t u, int bits) {
  * the static assertion catches a rule that forgets. */
 #define UN_LOOP(RULE)                                                          \
     {                                                                          \
-        typedef __typeof__(RULE(ew_load(a[0]))) res_t;                        \
+        typedef __typeof__(RULE(ew_load(a[0]))) res_t;                         \
         _Static_assert(__builtin_types_compatible_p(res_t, _Bool) ||           \
                            __builtin_types_compatible_p(res_t, ew_comp) ||     \
                            ((__builtin_types_compatible_p(res_t, float) ||     \
                              __builtin_types_compatible_p(res_t, double)) &&   \
                             2 * sizeof(res_t) == sizeof(ew_comp)),             \
-                       "a rule's result must be _Bool, the compute type, or " \
-                       "the real type of a complex compute type");            \
+                       "a rule's result must be _Bool, the compute type, or "  \
+                       "the real type of a complex compute type");             \
         if (__builtin_types_compatible_p(res_t, _Bool)) {                      \
             uint8_t *o = out;                                                  \
             for (int64_t i = 0; i < n; i++) {                                  \
-                ew_comp x = ew_load(a[i]);                          \
+                ew_comp x = ew_load(a[i]);                                     \
                 o[i] = (uint8_t)RULE(x);                                       \
             }                                                                  \
         } else if (__builtin_types_compatible_p(res_t, ew_comp)) {             \
             ew_stor *o = out;                                                  \
             for (int64_t i = 0; i < n; i++) {                                  \
-                ew_comp x = ew_load(a[i]);                          \
-                o[i] = ew_store(RULE(x));                           \
+                ew_comp x = ew_load(a[i]);                                     \
+                o[i] = ew_store(RULE(x));                                      \
             }                                                                  \
         } else {                                                               \
             res_t *o = out;                                                    \
             for (int64_t i = 0; i < n; i++) {                                  \
-                ew_comp x = ew_load(a[i]);                          \
+                ew_comp x = ew_load(a[i]);                                     \
                 o[i] = (res_t)RULE(x);                                         \
             }                                                                  \
         }                                                                      \
@@ -399,8 +400,8 @@ static bool unary_is_cheap(em_unary_op op, em_dtype dtype) {
 static em_status unary_eval(em_array *node) {
     em_unary_op op = (em_unary_op)(node->prim - unary_prims);
     em_dtype dtype = node->inputs[0]->dtype;
-    int64_t grain = unary_is_cheap(op, dtype) ? EM_PARALLEL_GRAIN
-                                              : EM_PARALLEL_GRAIN / 16;
+    int64_t grain =
+        unary_is_cheap(op, dtype) ? EM_PARALLEL_GRAIN : EM_PARALLEL_GRAIN / 16;
     return em_ew_eval(node, unary_kernels[dtype], (int)op, grain);
 }
 
@@ -438,21 +439,10 @@ em_status em_unary(em_unary_op op, em_array *a, em_array **out) {
     if (op == EM_UNARY_is_nan || op == EM_UNARY_is_infinity ||
         op == EM_UNARY_logical_not)
         odt = EM_PRED;
-    else if (op == EM_UNARY_abs || op == EM_UNARY_real ||
-             op == EM_UNARY_imag)
+    else if (op == EM_UNARY_abs || op == EM_UNARY_real || op == EM_UNARY_imag)
         odt = em__real_dtype(a->dtype);
 
-    em_array *node = NULL;
-    em_status st =
-        em__node_new(&unary_prims[op], odt, a->shape, a->ndim, &a, 1, &node);
-    if (st != EM_OK)
-        return st;
     int param = (int)op;
-    st = em__node_set_params(node, &param, sizeof param);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&unary_prims[op], odt, a->shape, a->ndim, &a, 1,
+                               &param, sizeof param, out);
 }

@@ -143,21 +143,38 @@ static inline bool next_box(const win_job *j, int64_t *k, const int64_t *kmin,
 
 /* Accumulator of sum/product: wrapping unsigned for integers. */
 #define WIN_WORK(C)                                                            \
-    __typeof__(_Generic((C)0, uint8_t: (uint32_t)0, uint16_t: (uint32_t)0,     \
-                        uint32_t: (uint32_t)0, int8_t: (uint32_t)0,            \
-                        int16_t: (uint32_t)0, int32_t: (uint32_t)0,            \
-                        uint64_t: (uint64_t)0, int64_t: (uint64_t)0,           \
-                        default: (C)0))
+    __typeof__(_Generic((C)0, uint8_t                                          \
+                        : (uint32_t)0, uint16_t                                \
+                        : (uint32_t)0, uint32_t                                \
+                        : (uint32_t)0, int8_t                                  \
+                        : (uint32_t)0, int16_t                                 \
+                        : (uint32_t)0, int32_t                                 \
+                        : (uint32_t)0, uint64_t                                \
+                        : (uint64_t)0, int64_t                                 \
+                        : (uint64_t)0, default                                 \
+                        : (C)0))
 
 #define WIN_LOWEST(C)                                                          \
-    _Generic((C)0, uint8_t: 0, uint16_t: 0, uint32_t: 0, uint64_t: 0,          \
-             int8_t: INT8_MIN, int16_t: INT16_MIN, int32_t: INT32_MIN,         \
-             int64_t: INT64_MIN, float: -INFINITY, double: -INFINITY)
+    _Generic((C)0, uint8_t : 0, uint16_t : 0, uint32_t : 0, uint64_t : 0,      \
+             int8_t                                                            \
+             : INT8_MIN, int16_t                                               \
+             : INT16_MIN, int32_t                                              \
+             : INT32_MIN, int64_t                                              \
+             : INT64_MIN, float                                                \
+             : -INFINITY, double                                               \
+             : -INFINITY)
 #define WIN_HIGHEST(C)                                                         \
-    _Generic((C)0, uint8_t: UINT8_MAX, uint16_t: UINT16_MAX,                   \
-             uint32_t: UINT32_MAX, uint64_t: UINT64_MAX, int8_t: INT8_MAX,     \
-             int16_t: INT16_MAX, int32_t: INT32_MAX, int64_t: INT64_MAX,       \
-             float: INFINITY, double: INFINITY)
+    _Generic((C)0, uint8_t                                                     \
+             : UINT8_MAX, uint16_t                                             \
+             : UINT16_MAX, uint32_t                                            \
+             : UINT32_MAX, uint64_t                                            \
+             : UINT64_MAX, int8_t                                              \
+             : INT8_MAX, int16_t                                               \
+             : INT16_MAX, int32_t                                              \
+             : INT32_MAX, int64_t                                              \
+             : INT64_MAX, float                                                \
+             : INFINITY, double                                                \
+             : INFINITY)
 
 #define WIN_SUM_INIT(C) ((WIN_WORK(C))0)
 #define WIN_SUM_STEP(acc, x) ((acc) = (acc) + (x))
@@ -327,16 +344,8 @@ em_status em_window_reduce(em_window_op op, em_array *a,
     em_status st = check_geometry(name, a, opts, true, &p, shape);
     if (st != EM_OK)
         return st;
-    em_array *node;
-    st = em__node_new(&window_prim, a->dtype, shape, a->ndim, &a, 1, &node);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    return em__node_new_params(&window_prim, a->dtype, shape, a->ndim, &a, 1,
+                               &p, sizeof p, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -424,8 +433,9 @@ static em_status scatter_eval(em_array *node) {
         return EM_OK;
     int64_t *sel = malloc((size_t)nwin * sizeof *sel);
     if (!sel)
-        return em__fail(EM_ERR_OOM, "window_scatter: out of memory for %lld "
-                                    "window positions",
+        return em__fail(EM_ERR_OOM,
+                        "window_scatter: out of memory for %lld "
+                        "window positions",
                         (long long)nwin);
     win_job j;
     job_init(&j, p, a, source->shape);
@@ -442,8 +452,8 @@ static em_status scatter_eval(em_array *node) {
 static const em_prim scatter_prim = {"window_scatter", scatter_eval};
 
 em_status em_window_scatter(bool select_max, em_array *a, em_array *source,
-                            em_array *init_value,
-                            const em_window_options *opts, em_array **out) {
+                            em_array *init_value, const em_window_options *opts,
+                            em_array **out) {
     if (out)
         *out = NULL;
     const char *name = select_max ? "window_scatter_max" : "window_scatter_min";
@@ -487,16 +497,8 @@ em_status em_window_scatter(bool select_max, em_array *a, em_array *source,
     if (st != EM_OK)
         return st;
     em_array *inputs[3] = {a, src_c, init_value};
-    em_array *node;
-    st = em__node_new(&scatter_prim, source->dtype, a->shape, a->ndim, inputs,
-                      3, &node);
-    em_array_release(src_c);
-    if (st == EM_OK)
-        st = em__node_set_params(node, &p, sizeof p);
-    if (st != EM_OK) {
-        em_array_release(node);
-        return st;
-    }
-    *out = node;
-    return EM_OK;
+    st = em__node_new_params(&scatter_prim, source->dtype, a->shape, a->ndim,
+                             inputs, 3, &p, sizeof p, out);
+    em_array_release(src_c); /* the node holds its own reference */
+    return st;
 }
