@@ -146,7 +146,15 @@ static em_array *node_alloc(em_dtype dtype, const int64_t *shape, int ndim) {
         a->shape[i] = shape[i];
     a->size = em__row_strides(a->shape, ndim, a->strides);
     a->row_contiguous = true;
+    a->seq = em__next_seq();
     return a;
+}
+
+static atomic_uint_fast64_t node_counter;
+
+uint64_t em__next_seq(void) {
+    return atomic_fetch_add_explicit(&node_counter, 1, memory_order_relaxed) +
+           1;
 }
 
 em_status em__node_new(const em_prim *prim, em_dtype dtype,
@@ -183,6 +191,7 @@ em_status em__node_set_params(em_array *node, const void *params, size_t size) {
     memcpy(p, params, size);
     free(node->params);
     node->params = p;
+    node->params_size = size;
     return EM_OK;
 }
 

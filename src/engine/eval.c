@@ -209,6 +209,22 @@ static em_status run_node(em_array *node) {
     return st;
 }
 
+em_status em__topo_order(em_array *const *roots, size_t n, em_array ***out,
+                          size_t *len) {
+    node_list order = {0};
+    em_status st = topo_order(roots, n, &order);
+    if (st != EM_OK) {
+        for (size_t i = 0; i < order.len; i++)
+            em_array_release(order.items[i]);
+        free(order.items);
+        order.items = NULL;
+        order.len = 0;
+    }
+    *out = order.items;
+    *len = order.len;
+    return st;
+}
+
 em_status em__eval_arrays(em_array *const *arrays, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!arrays[i])

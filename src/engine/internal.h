@@ -99,6 +99,10 @@ struct em_array {
     int ninputs;
     em_array **inputs; /* owned references; freed on detach */
     void *params;      /* primitive parameters (plain bytes, freed) */
+    size_t params_size; /* bytes at params: clones and CSE compare them */
+    /* Creation order (a process-wide counter): tells a node built inside a
+     * traced or differentiated function from one that existed before. */
+    uint64_t seq;
     em_status error_status;
     char *error_message; /* heap copy when state == FAILED */
 };
@@ -117,6 +121,9 @@ em_status em__node_new_params(const em_prim *prim, em_dtype dtype,
                               const int64_t *shape, int ndim,
                               em_array *const *inputs, int ninputs,
                               const void *params, size_t size, em_array **out);
+
+/* The next value of the creation counter (node->seq). */
+uint64_t em__next_seq(void);
 
 /* Row-major strides for shape; returns the element count. */
 int64_t em__row_strides(const int64_t *shape, int ndim, int64_t *strides);
@@ -162,6 +169,13 @@ static inline void *em__data(const em_array *a) {
 /* Evaluate, returning the first failure. Thread-safe; nodes shared by
  * concurrent evaluations run once. */
 em_status em__eval_arrays(em_array *const *arrays, size_t n);
+
+/* Every pending node reachable from roots, inputs before their consumers
+ * (evaluated nodes are leaves and not listed). Each listed node is retained;
+ * *out is malloc'd (NULL when empty). The compiler's tape and autodiff walk
+ * graphs with it. */
+em_status em__topo_order(em_array *const *roots, size_t n, em_array ***out,
+                         size_t *len);
 
 /* ------------------------------------------------------------------------ */
 /* Layout helpers for kernels                                                */
