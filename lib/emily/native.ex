@@ -456,4 +456,36 @@ defmodule Emily.Native do
         _batch_groups
       ),
       do: nif_error()
+
+  # ---- early release and raw pointers (nif_pointer.c) ----
+
+  @doc """
+  Drops the tensor's engine reference now (`Nx.backend_deallocate`):
+  `:ok`, or `:already_deallocated`. Later uses raise `ArgumentError`.
+  """
+  @spec deallocate(tensor()) :: :ok | :already_deallocated
+  def deallocate(_tensor), do: nif_error()
+
+  @doc "Whether `deallocate/1` released the tensor."
+  @spec is_deallocated(tensor()) :: boolean()
+  def is_deallocated(_tensor), do: nif_error()
+
+  @doc """
+  `{address, byte_size}` of `contiguous`, the evaluated row-major form of
+  `tensor`; the address is registered (and the bytes kept alive) for as
+  long as `tensor` lives.
+  """
+  @spec to_pointer(tensor(), tensor()) :: {non_neg_integer(), pos_integer()}
+  def to_pointer(_tensor, _contiguous), do: nif_error()
+
+  @doc """
+  A new tensor with a copy of the bytes at `address`, which must lie inside
+  a live `to_pointer/2` registration of this VM (else `ArgumentError`).
+  """
+  @spec from_pointer(non_neg_integer(), shape(), dtype()) :: tensor()
+  def from_pointer(_address, _shape, _dtype), do: nif_error()
+
+  @doc "A new evaluated tensor with a copy of the bytes of an evaluated row-major one."
+  @spec copy(tensor()) :: tensor()
+  def copy(_tensor), do: nif_error()
 end

@@ -51,7 +51,8 @@ extern ErlNifResourceType *nif_stream_type;
                         A(message, "message") A(struct_key, "__struct__")      \
                             A(exception_key, "__exception__")                  \
                                 A(argument_error, "Elixir.ArgumentError")      \
-                                    A(runtime_error, "Elixir.RuntimeError")
+                                    A(runtime_error, "Elixir.RuntimeError")    \
+                                        A(template_, "template")
 
 typedef struct nif_atoms {
 #define NIF_ATOM_FIELD(field, text) ERL_NIF_TERM field;
@@ -108,6 +109,11 @@ bool nif_get_i64_list(nif_call *c, ERL_NIF_TERM term, const char *arg,
                       int64_t out[EM_MAX_NDIM], int *n);
 bool nif_get_int_list(nif_call *c, ERL_NIF_TERM term, const char *arg,
                       int out[EM_MAX_NDIM], int *n);
+
+/* Drops the pointers that to_pointer handed out for `owner` (its tensor is
+ * being destroyed or deallocated): from_pointer refuses them from then on.
+ * Called by the array resource's destructor (nif_pointer.c). */
+void nif_pointer_forget(const nif_array *owner);
 
 /* ---- term encoding ------------------------------------------------------ */
 
@@ -208,9 +214,18 @@ static inline ERL_NIF_TERM nif_result(nif_call *c, em_status st,
     F(window_scatter, 8)                                                       \
     F(conv, 9) /* nif_conv.c */
 
+/* nif_pointer.c: releasing a tensor early and raw pointers to its bytes. */
+#define NIF_POINTER_FUNCS(F)                                                   \
+    F(deallocate, 1)                                                           \
+    F(is_deallocated, 1)                                                       \
+    F(to_pointer, 2)                                                           \
+    F(from_pointer, 3)                                                         \
+    F(copy, 1)
+
 #define NIF_DECLARE(name, arity) NIF_DECL(name);
 NIF_CORE_FUNCS(NIF_DECLARE)
 NIF_OP_FUNCS(NIF_DECLARE)
+NIF_POINTER_FUNCS(NIF_DECLARE)
 #undef NIF_DECLARE
 
 /* Generated NIFs (nif_ops.c): one per entry of emily_ops.h's lists, named

@@ -23,6 +23,7 @@
 
 static void array_dtor(ErlNifEnv *env, void *obj) {
     nif_array *res = obj;
+    nif_pointer_forget(res);
     em_array_release(res->array);
     res->array = NULL;
 }
@@ -574,8 +575,9 @@ NIF_DECL(op_names) {
 /* ---- the table ---------------------------------------------------------- */
 
 #define NIF_ROW(name, arity) {#name, arity, nif_##name, 0},
-static ErlNifFunc nif_funcs[] = {NIF_CORE_FUNCS(NIF_ROW) NIF_OP_FUNCS(
-    NIF_ROW) NIF_GENERATED_FUNCS{"build_info", 0, nif_build_info, 0}};
+static ErlNifFunc nif_funcs[] = {
+    NIF_CORE_FUNCS(NIF_ROW) NIF_OP_FUNCS(NIF_ROW) NIF_POINTER_FUNCS(NIF_ROW)
+        NIF_GENERATED_FUNCS{"build_info", 0, nif_build_info, 0}};
 #undef NIF_ROW
 
 ERL_NIF_INIT(Elixir.Emily.Native, nif_funcs, on_load, NULL, on_upgrade, NULL)

@@ -1,0 +1,265 @@
+/*
+ * nif_pointer.c — releasing a tensor's engine reference early
+ * (backend_deallocate) and raw pointers to a tensor's bytes (to_pointer /
+ * from_pointer).
+ *
+ * A raw address coming back from Elixir can be anything: an integer typed
+ * by hand, a pointer into memory freed since, a pointer from another VM.
+ * Reading it blindly would crash the VM. So to_pointer records every
+ * address it hands out in a registry, with a retained reference to the
+ * (pinned, never again written) array that owns the bytes, and from_pointer
+ * copies only from a range inside a live entry, under the registry's lock.
+ * An entry lives as long as the tensor it was made from: the tensor's
+ * resource destructor, or backend_deallocate, removes it.
+ *
+ * Deallocation clears the resource's array pointer atomically; later uses
+ * of the tensor raise ArgumentError (nif_get_array). A call that had read
+ * the pointer on another scheduler an instant before may still be using
+ * it: deallocating a tensor that another process is computing with at that
+ * very moment is a programming error this layer cannot fully guard (as in
+ * Nx, where it is documented as unsafe).
+ */
+#include "nif.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+
+/* ---- the registry of handed-out pointers -------------------------------- */
+
+typedef struct pointer_entry {
+    struct pointer_entry *next;
+    const nif_array *owner; /* the tensor's resource (not retained) */
+    em_array *pinned;       /* retained: keeps the bytes alive */
+    uintptr_t start;
+    size_t size;
+} pointer_entry;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pointer_entry *registry;
+/* Read without the lock by the destructor of every array resource, so
+ * that the common case (no pointer ever handed out) costs one load. */
+static size_t registry_count;
+
+void nif_pointer_forget(const nif_array *owner) {
+    if (__atomic_load_n(&registry_count, __ATOMIC_ACQUIRE) == 0)
+        return;
+    pointer_entry *dropped = NULL;
+    pthread_mutex_lock(&registry_lock);
+    for (pointer_entry **p = &registry; *p;) {
+        pointer_entry *e = *p;
+        if (e->owner == owner) {
+            *p = e->next;
+            e->next = dropped;
+            dropped = e;
+            __atomic_sub_fetch(&registry_count, 1, __ATOMIC_RELEASE);
+        } else {
+            p = &e->next;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    /* Released outside the lock: freeing a buffer may take a while. */
+    while (dropped) {
+        pointer_entry *next = dropped->next;
+        em_array_release(dropped->pinned);
+        enif_free(dropped);
+        dropped = next;
+    }
+}
+
+/* ---- deallocation --------------------------------------------------------- */
+
+static bool get_resource(nif_call *c, ERL_NIF_TERM term, nif_array **out) {
+    if (enif_get_resource(c->env, term, nif_array_type, (void **)out))
+        return true;
+    char text[256];
+    enif_snprintf(text, sizeof text, "%T", term);
+    nif_raise_argument(c, "argument tensor must be an Emily array reference, "
+                          "got: %s",
+                       text);
+    return false;
+}
+
+NIF_DECL(deallocate) {
+    nif_call c = NIF_CALL(env, "backend_deallocate");
+    nif_array *res;
+    if (!get_resource(&c, argv[0], &res))
+        return c.raised;
+    em_array *a = __atomic_exchange_n(&res->array, NULL, __ATOMIC_ACQ_REL);
+    if (!a)
+        return enif_make_atom(env, "already_deallocated");
+    nif_pointer_forget(res);
+    em_array_release(a);
+    return atoms.ok;
+}
+
+NIF_DECL(is_deallocated) {
+    nif_call c = NIF_CALL(env, "is_deallocated");
+    nif_array *res;
+    if (!get_resource(&c, argv[0], &res))
+        return c.raised;
+    return __atomic_load_n(&res->array, __ATOMIC_ACQUIRE) ? atoms.no
+                                                          : atoms.yes;
+}
+
+/* ---- to_pointer ------------------------------------------------------------ */
+
+/* to_pointer(owner, contiguous): `contiguous` is the evaluated row-major
+ * form of `owner` (the same array when it already was). Answers
+ * {address, byte_size}; the first pair again for a tensor already asked
+ * (a strided one gets a fresh `contiguous` copy on every call). */
+NIF_DECL(to_pointer) {
+    nif_call c = NIF_CALL(env, "to_pointer");
+    nif_array *owner;
+    em_array *a;
+    if (!get_resource(&c, argv[0], &owner) ||
+        !nif_get_array(&c, argv[0], "tensor", &a) ||
+        !nif_get_array(&c, argv[1], "contiguous", &a))
+        return c.raised;
+    const void *data;
+    size_t nbytes;
+    em_status st = em_array_data(a, &data, &nbytes);
+    if (st != EM_OK)
+        return nif_raise_status(&c, st);
+    if (nbytes == 0)
+        return nif_raise_argument(
+            &c, "the tensor has no bytes (an empty tensor has no pointer)");
+
+    pointer_entry *fresh = enif_alloc(sizeof *fresh);
+    if (!fresh)
+        return nif_raise_runtime(&c, "out of memory");
+    uintptr_t start = (uintptr_t)data;
+    bool known = false;
+    pthread_mutex_lock(&registry_lock);
+    for (pointer_entry *e = registry; e && !known; e = e->next)
+        if (e->owner == owner) {
+            known = true;
+            start = e->start;
+            nbytes = e->size;
+        }
+    if (!known) {
+        em_array_retain(a);
+        *fresh = (pointer_entry){.next = registry,
+                                 .owner = owner,
+                                 .pinned = a,
+                                 .start = start,
+                                 .size = nbytes};
+        registry = fresh;
+        __atomic_add_fetch(&registry_count, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (known)
+        enif_free(fresh);
+    return enif_make_tuple2(env, enif_make_uint64(env, (ErlNifUInt64)start),
+                            enif_make_uint64(env, (ErlNifUInt64)nbytes));
+}
+
+/* ---- from_pointer -------------------------------------------------------- */
+
+/* A copy larger than this leaves the normal scheduler for a dirty one. */
+#define DIRTY_COPY_BYTES ((size_t)1 << 20)
+
+static ERL_NIF_TERM from_pointer_dirty(ErlNifEnv *env, int argc,
+                                       const ERL_NIF_TERM argv[]);
+
+static ERL_NIF_TERM from_pointer(ErlNifEnv *env, const ERL_NIF_TERM argv[],
+                                 bool dirty) {
+    nif_call c = NIF_CALL(env, "from_pointer");
+    ErlNifUInt64 address;
+    int64_t shape[EM_MAX_NDIM];
+    int ndim;
+    em_dtype dtype;
+    if (!enif_get_uint64(env, argv[0], &address)) {
+        char text[256];
+        enif_snprintf(text, sizeof text, "%T", argv[0]);
+        return nif_raise_argument(
+            &c, "argument address must be a non-negative integer, got: %s",
+            text);
+    }
+    if (!nif_get_i64_list(&c, argv[1], "shape", shape, &ndim) ||
+        !nif_get_dtype(&c, argv[2], "type", &dtype))
+        return c.raised;
+
+    /* Bytes needed, with overflow checks; a zero dimension needs none. */
+    uint64_t needed = em_dtype_size(dtype);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return nif_raise_argument(&c, "negative dimension %" PRId64,
+                                      shape[i]);
+        if (shape[i] != 0 && needed > UINT64_MAX / (uint64_t)shape[i])
+            return nif_raise_argument(&c, "the shape needs more than 2^64 "
+                                          "bytes");
+        needed *= (uint64_t)shape[i];
+    }
+    if (!dirty && needed > DIRTY_COPY_BYTES)
+        return enif_schedule_nif(env, "from_pointer",
+                                 ERL_NIF_DIRTY_JOB_CPU_BOUND,
+                                 from_pointer_dirty, 3, argv);
+
+    /* The copy runs under the lock, so the entry (hence the pinned array
+     * and its bytes) cannot go away while it is read. */
+    em_array *out = NULL;
+    em_status st = EM_OK;
+    bool found = false;
+    pthread_mutex_lock(&registry_lock);
+    for (pointer_entry *e = registry; e && !found; e = e->next) {
+        if (address < e->start || address - e->start >= e->size)
+            continue;
+        if (needed > e->size - (address - e->start))
+            continue; /* the read would run past this range's end */
+        found = true;
+        st = em_from_data((const void *)(uintptr_t)address, (size_t)needed,
+                          shape, ndim, dtype, &out);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (!found)
+        return nif_raise_argument(
+            &c,
+            "address 0x%" PRIx64 " with %" PRIu64
+            " bytes is not inside a pointer that to_pointer/2 handed out in "
+            "this VM and whose tensor is still alive",
+            (uint64_t)address, needed);
+    return nif_result(&c, st, &out);
+}
+
+NIF_DECL(from_pointer) { return from_pointer(env, argv, false); }
+
+static ERL_NIF_TERM from_pointer_dirty(ErlNifEnv *env, int argc,
+                                       const ERL_NIF_TERM argv[]) {
+    return from_pointer(env, argv, true);
+}
+
+/* ---- copy ----------------------------------------------------------------- */
+
+/* copy(tensor): a new evaluated array with a copy of the bytes of an
+ * evaluated row-major one (backend_copy: a buffer of its own, which
+ * deallocating the original does not touch). */
+static ERL_NIF_TERM copy_dirty(ErlNifEnv *env, int argc,
+                               const ERL_NIF_TERM argv[]);
+
+static ERL_NIF_TERM copy(ErlNifEnv *env, const ERL_NIF_TERM argv[],
+                         bool dirty) {
+    nif_call c = NIF_CALL(env, "backend_copy");
+    em_array *a;
+    if (!nif_get_array(&c, argv[0], "tensor", &a))
+        return c.raised;
+    if (!dirty && em_array_nbytes(a) > DIRTY_COPY_BYTES)
+        return enif_schedule_nif(env, "copy", ERL_NIF_DIRTY_JOB_CPU_BOUND,
+                                 copy_dirty, 1, argv);
+    const void *data;
+    size_t nbytes;
+    em_status st = em_array_data(a, &data, &nbytes);
+    if (st != EM_OK)
+        return nif_raise_status(&c, st);
+    em_array *out;
+    st = em_from_data(data, nbytes, em_array_shape(a), em_array_ndim(a),
+                      em_array_dtype(a), &out);
+    return nif_result(&c, st, &out);
+}
+
+NIF_DECL(copy) { return copy(env, argv, false); }
+
+static ERL_NIF_TERM copy_dirty(ErlNifEnv *env, int argc,
+                               const ERL_NIF_TERM argv[]) {
+    return copy(env, argv, true);
+}
