@@ -670,15 +670,20 @@ defmodule Emily.Tensor do
   row per line, numbers separated by spaces, the type as a modifier
   (inferred without one). The text is parsed at compile time; see
   `Emily.Tensor.Sigils` for the number syntax.
-  `import Emily.Tensor, only: :sigils` to use it.
+  `import Emily.Tensor, only: :sigils` (Elixir 1.15 and later) or
+  `import Emily.Tensor, only: [sigil_MAT: 2, sigil_VEC: 2]` to use it.
+
+  Elixir 1.15 and later write it `~MAT[1 2\\n3 4]f32`. Elixir 1.14 has no
+  multi-letter sigils: call the macro, `sigil_MAT("1 2\\n3 4", "f32")`
+  (the modifier a string or charlist literal).
 
   ## Examples
 
-      iex> import Emily.Tensor, only: :sigils
-      iex> ~MAT[
+      iex> import Emily.Tensor, only: [sigil_MAT: 2, sigil_VEC: 2]
+      iex> sigil_MAT("""
       ...>   1 2 3
       ...>   4 5 6
-      ...> ]f32
+      ...> """, "f32")
       #Emily.Tensor<
         f32[2][3]
         [
@@ -686,8 +691,7 @@ defmodule Emily.Tensor do
           [4.0, 5.0, 6.0]
         ]
       >
-      iex> ~MAT[1 -2i
-      ...>      inf 0.5]
+      iex> sigil_MAT("1 -2i\\n inf 0.5", [])
       #Emily.Tensor<
         c64[2][2]
         [
@@ -697,32 +701,33 @@ defmodule Emily.Tensor do
       >
 
   """
-  defmacro sigil_MAT({:<<>>, _meta, [text]}, modifiers) when is_binary(text) do
-    {rows, type} = Emily.Tensor.Sigils.parse(text, modifiers, :matrix)
+  defmacro sigil_MAT(text, modifiers) do
+    {rows, type} = Emily.Tensor.Sigils.expand(text, modifiers, :matrix)
     quote do: Emily.Tensor.tensor(unquote(Macro.escape(rows)), type: unquote(Macro.escape(type)))
   end
 
   @doc """
   A vector (a rank-1 tensor) from a row of numbers, as Nx's `~VEC`; the
-  type is a modifier (inferred without one). See `sigil_MAT/2`.
+  type is a modifier (inferred without one). See `sigil_MAT/2`
+  (`~VEC[1 2 3]u8` from Elixir 1.15 on).
 
   ## Examples
 
-      iex> import Emily.Tensor, only: :sigils
-      iex> ~VEC[1 2 3]u8
+      iex> import Emily.Tensor, only: [sigil_MAT: 2, sigil_VEC: 2]
+      iex> sigil_VEC("1 2 3", "u8")
       #Emily.Tensor<
         u8[3]
         [1, 2, 3]
       >
-      iex> ~VEC[0.5 nan -inf]
+      iex> sigil_VEC("0.5 nan -inf", [])
       #Emily.Tensor<
         f32[3]
         [0.5, NaN, -Inf]
       >
 
   """
-  defmacro sigil_VEC({:<<>>, _meta, [text]}, modifiers) when is_binary(text) do
-    {row, type} = Emily.Tensor.Sigils.parse(text, modifiers, :vector)
+  defmacro sigil_VEC(text, modifiers) do
+    {row, type} = Emily.Tensor.Sigils.expand(text, modifiers, :vector)
     quote do: Emily.Tensor.tensor(unquote(Macro.escape(row)), type: unquote(Macro.escape(type)))
   end
 

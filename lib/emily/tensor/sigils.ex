@@ -6,13 +6,37 @@ defmodule Emily.Tensor.Sigils do
   A sigil's text is rows of numbers: one number per whitespace-separated
   word, one row per line (`~VEC` takes one row). A number is an integer,
   a float (`1.5`, `-2.0e-3`), `inf`, `-inf`, `nan` (any case), or a
-  complex `a+bi`, `a-bi` or `bi`. The type is the sigil's modifier (`u8`
+  complex `a+bi`, `a-bi`, `bi` or `i`. The type is the sigil's modifier (`u8`
   ... `f64`, `bf16`, `c64`, `c128`), else inferred as by
   `Emily.Tensor.tensor/2`. The text is parsed at compile time, so a typo
   fails the build with an `ArgumentError`.
   """
 
   @types ~w(u8 u16 u32 u64 s8 s16 s32 s64 f16 bf16 f32 f64 c64 c128)
+
+  @doc """
+  Parses the arguments of a sigil macro (the sigil's literal text and
+  modifiers, as the compiler passes them or as written in a direct call:
+  a string and a charlist or string). See `parse/3`.
+  """
+  @spec expand(Macro.t(), Macro.t(), :matrix | :vector) :: {list(), nil | {atom(), pos_integer()}}
+  def expand(text, modifiers, kind) do
+    text =
+      case text do
+        {:<<>>, _meta, [literal]} when is_binary(literal) -> literal
+        literal when is_binary(literal) -> literal
+        _ -> raise ArgumentError, "#{name(kind)} expects literal text (no interpolation)"
+      end
+
+    modifiers =
+      cond do
+        is_binary(modifiers) -> String.to_charlist(modifiers)
+        is_list(modifiers) and Enum.all?(modifiers, &is_integer/1) -> modifiers
+        true -> raise ArgumentError, "#{name(kind)} expects literal modifiers, got: #{Macro.to_string(modifiers)}"
+      end
+
+    parse(text, modifiers, kind)
+  end
 
   @doc """
   Parses a sigil's text: `{rows, type}` for `:matrix` (a list of rows),
@@ -74,6 +98,7 @@ defmodule Emily.Tensor.Sigils do
         case Regex.run(@complex, word) do
           [_, re, im] -> Emily.Complex.new(part(re), imaginary(im))
           [_, re] when re != "" -> Emily.Complex.new(0.0, part(re))
+          ["i"] -> Emily.Complex.new(0.0, 1.0)
           _ -> raise ArgumentError, "#{name(kind)}: cannot parse #{inspect(word)} as a number"
         end
     end
