@@ -24,6 +24,10 @@ defmodule Emily.Tensor do
       variance, median, argmax ...
     * `Emily.Tensor.ShapeOps` — reshape, transpose, pad, concatenate,
       slice, dot ...
+    * `Emily.Tensor.Backend` — the default backend and device,
+      backend_copy/transfer/deallocate, to_pointer/from_pointer
+    * `Emily.Tensor.Template` — templates, donatable, runtime_call,
+      io_call, block; `sigil_MAT/2` and `sigil_VEC/2` are here
 
   Differences from Nx: named axes, vectorization and defn are out of
   scope (see `docs/COVERAGE.md`); sub-byte and 8-bit float types are not
