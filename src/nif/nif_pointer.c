@@ -8,7 +8,8 @@
  * Reading it blindly would crash the VM. So to_pointer records every
  * address it hands out in a registry, with a retained reference to the
  * (pinned, never again written) array that owns the bytes, and from_pointer
- * copies only from a range inside a live entry, under the registry's lock.
+ * copies only from a range inside a live entry (whose array it retains
+ * under the registry's lock for the time of the copy).
  * An entry lives as long as the tensor it was made from: the tensor's
  * resource destructor, or backend_deallocate, removes it.
  *
@@ -16,8 +17,8 @@
  * of the tensor raise ArgumentError (nif_get_array). A call that had read
  * the pointer on another scheduler an instant before may still be using
  * it: deallocating a tensor that another process is computing with at that
- * very moment is a programming error this layer cannot fully guard (as in
- * Nx, where it is documented as unsafe).
+ * very moment is a programming error this layer cannot fully guard (doing
+ * so would cost a lock or a reference count on every NIF call).
  */
 #include "nif.h"
 
@@ -196,29 +197,31 @@ static ERL_NIF_TERM from_pointer(ErlNifEnv *env, const ERL_NIF_TERM argv[],
                                  ERL_NIF_DIRTY_JOB_CPU_BOUND,
                                  from_pointer_dirty, 3, argv);
 
-    /* The copy runs under the lock, so the entry (hence the pinned array
-     * and its bytes) cannot go away while it is read. */
-    em_array *out = NULL;
-    em_status st = EM_OK;
-    bool found = false;
+    /* The entry's array is retained under the lock, so its bytes stay
+     * alive (and unwritten) while they are copied outside it: a large
+     * copy does not hold up other pointers or tensor destructors. */
+    em_array *source = NULL;
     pthread_mutex_lock(&registry_lock);
-    for (pointer_entry *e = registry; e && !found; e = e->next) {
+    for (pointer_entry *e = registry; e && !source; e = e->next) {
         if (address < e->start || address - e->start >= e->size)
             continue;
         if (needed > e->size - (address - e->start))
             continue; /* the read would run past this range's end */
-        found = true;
-        st = em_from_data((const void *)(uintptr_t)address, (size_t)needed,
-                          shape, ndim, dtype, &out);
+        source = e->pinned;
+        em_array_retain(source);
     }
     pthread_mutex_unlock(&registry_lock);
-    if (!found)
+    if (!source)
         return nif_raise_argument(
             &c,
             "address 0x%" PRIx64 " with %" PRIu64
             " bytes is not inside a pointer that to_pointer/2 handed out in "
             "this VM and whose tensor is still alive",
             (uint64_t)address, needed);
+    em_array *out;
+    em_status st = em_from_data((const void *)(uintptr_t)address,
+                                (size_t)needed, shape, ndim, dtype, &out);
+    em_array_release(source);
     return nif_result(&c, st, &out);
 }
 

@@ -193,8 +193,10 @@ defmodule Emily.Tensor.Backend do
   before are unaffected. For a container, deallocates every tensor and
   returns `:ok`.
 
-  Deallocating a tensor that another process is computing with at that
-  very moment is unsafe (as in Nx).
+  Deallocate only tensors that no other process is using at that moment:
+  a call that another process is making with the tensor at the very same
+  instant may still touch the released memory. Later calls, from any
+  process, raise.
 
   ## Examples
 
