@@ -684,10 +684,10 @@ defmodule Emily.Tensor do
   ## Examples
 
       iex> import Emily.Tensor, only: [sigil_MAT: 2, sigil_VEC: 2]
-      iex> sigil_MAT("""
+      iex> sigil_MAT(\"""
       ...>   1 2 3
       ...>   4 5 6
-      ...> """, "f32")
+      ...> \""", "f32")
       #Emily.Tensor<
         f32[2][3]
         [

@@ -107,7 +107,7 @@ defmodule Emily.Tensor.Backend do
       ** (ArgumentError) device :gpu: the CUDA backend is not available in this build (use :cpu)
 
   """
-  @spec with_default_backend(backend(), (-> result)) :: result when result: term()
+  @spec with_default_backend(backend(), (() -> result)) :: result when result: term()
   def with_default_backend(backend, fun) when is_function(fun, 0) do
     previous = Core.swap_process_backend(Core.backend!(backend))
 
@@ -262,9 +262,14 @@ defmodule Emily.Tensor.Backend do
     opts = Core.options!(opts, mode: :local)
 
     case opts[:mode] do
-      :local -> :ok
-      :ipc -> raise ArgumentError, "to_pointer: mode :ipc is not supported by Emily (use :local)"
-      other -> raise ArgumentError, "to_pointer: :mode must be :local or :ipc, got: #{inspect(other)}"
+      :local ->
+        :ok
+
+      :ipc ->
+        raise ArgumentError, "to_pointer: mode :ipc is not supported by Emily (use :local)"
+
+      other ->
+        raise ArgumentError, "to_pointer: :mode must be :local or :ipc, got: #{inspect(other)}"
     end
 
     ref = live_ref!(t, "to_pointer")

@@ -30,9 +30,15 @@ defmodule Emily.Tensor.Sigils do
 
     modifiers =
       cond do
-        is_binary(modifiers) -> String.to_charlist(modifiers)
-        is_list(modifiers) and Enum.all?(modifiers, &is_integer/1) -> modifiers
-        true -> raise ArgumentError, "#{name(kind)} expects literal modifiers, got: #{Macro.to_string(modifiers)}"
+        is_binary(modifiers) ->
+          String.to_charlist(modifiers)
+
+        is_list(modifiers) and Enum.all?(modifiers, &is_integer/1) ->
+          modifiers
+
+        true ->
+          raise ArgumentError,
+                "#{name(kind)} expects literal modifiers, got: #{Macro.to_string(modifiers)}"
       end
 
     parse(text, modifiers, kind)
@@ -50,7 +56,8 @@ defmodule Emily.Tensor.Sigils do
       {[1.5, :neg_infinity, :nan, %Emily.Complex{re: 1.0, im: -2.0}], {:c, 64}}
 
   """
-  @spec parse(String.t(), charlist(), :matrix | :vector) :: {list(), nil | {atom(), pos_integer()}}
+  @spec parse(String.t(), charlist(), :matrix | :vector) ::
+          {list(), nil | {atom(), pos_integer()}}
   def parse(text, modifiers, kind) when is_binary(text) do
     type = type!(modifiers, kind)
 
@@ -62,10 +69,17 @@ defmodule Emily.Tensor.Sigils do
       |> Enum.map(fn row -> Enum.map(row, &number!(&1, kind)) end)
 
     case {kind, rows} do
-      {_, []} -> raise ArgumentError, "#{name(kind)} expects at least one number, got: #{inspect(text)}"
-      {:vector, [row]} -> {row, type}
-      {:vector, _} -> raise ArgumentError, "~VEC expects one row of numbers, got: #{inspect(text)}"
-      {:matrix, rows} -> {rows, type}
+      {_, []} ->
+        raise ArgumentError, "#{name(kind)} expects at least one number, got: #{inspect(text)}"
+
+      {:vector, [row]} ->
+        {row, type}
+
+      {:vector, _} ->
+        raise ArgumentError, "~VEC expects one row of numbers, got: #{inspect(text)}"
+
+      {:matrix, rows} ->
+        {rows, type}
     end
   end
 

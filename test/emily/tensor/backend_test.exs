@@ -70,7 +70,10 @@ defmodule Emily.Tensor.BackendTest do
 
     test "rejects other backends, unknown devices and unknown options" do
       assert_raise ArgumentError, ~r/Emily has one backend/, fn -> T.default_backend(Foo) end
-      assert_raise ArgumentError, ~r/Emily has one backend/, fn -> T.default_backend({Foo, []}) end
+
+      assert_raise ArgumentError, ~r/Emily has one backend/, fn ->
+        T.default_backend({Foo, []})
+      end
 
       assert_raise ArgumentError, ~r/unknown device :tpu/, fn ->
         T.default_backend({Emily.Tensor, device: :tpu})
@@ -331,10 +334,12 @@ defmodule Emily.Tensor.BackendTest do
       ]
 
       for {p, type, shape} <- bad do
-        assert_raise ArgumentError, ~r/is not inside a pointer that to_pointer\/2 handed out/, fn ->
-          # data_size is made large so that the engine's registry decides.
-          T.from_pointer(Emily.Tensor, %{p | data_size: 1 <<< 40}, type, shape)
-        end
+        assert_raise ArgumentError,
+                     ~r/is not inside a pointer that to_pointer\/2 handed out/,
+                     fn ->
+                       # data_size is made large so that the engine's registry decides.
+                       T.from_pointer(Emily.Tensor, %{p | data_size: 1 <<< 40}, type, shape)
+                     end
       end
 
       assert_raise ArgumentError, ~r/needs 20 bytes, the pointer has 16/, fn ->
@@ -347,7 +352,10 @@ defmodule Emily.Tensor.BackendTest do
     test "a pointer dies with its tensor: deallocation and garbage collection" do
       t = T.iota({8}, type: :f64)
       pointer = T.to_pointer(t)
-      assert T.to_list(T.from_pointer(Emily.Tensor, pointer, :f64, {8})) == Enum.map(0..7, &(&1 * 1.0))
+
+      assert T.to_list(T.from_pointer(Emily.Tensor, pointer, :f64, {8})) ==
+               Enum.map(0..7, &(&1 * 1.0))
+
       assert T.backend_deallocate(t) == :ok
 
       assert_raise ArgumentError, ~r/not inside a pointer/, fn ->
@@ -384,8 +392,14 @@ defmodule Emily.Tensor.BackendTest do
       t = T.tensor([1, 2])
       pointer = T.to_pointer(t)
 
-      assert_raise ArgumentError, ~r/mode :ipc is not supported/, fn -> T.to_pointer(t, mode: :ipc) end
-      assert_raise ArgumentError, ~r/:mode must be :local or :ipc/, fn -> T.to_pointer(t, mode: :x) end
+      assert_raise ArgumentError, ~r/mode :ipc is not supported/, fn ->
+        T.to_pointer(t, mode: :ipc)
+      end
+
+      assert_raise ArgumentError, ~r/:mode must be :local or :ipc/, fn ->
+        T.to_pointer(t, mode: :x)
+      end
+
       assert_raise ArgumentError, ~r/unknown keys/, fn -> T.to_pointer(t, kind: :local) end
       assert_raise ArgumentError, ~r/to_pointer\/2 expects a tensor/, fn -> T.to_pointer(1) end
       assert_raise ArgumentError, ~r/has no bytes/, fn -> T.to_pointer(T.iota({0})) end

@@ -5,9 +5,11 @@ defmodule Emily.Tensor.MiscTest do
   alias Emily.Tensor, as: T
 
   test "Emily.to_binary names itself on a bad argument" do
-    assert_raise ArgumentError, ~r/^to_binary: argument tensor must be an Emily array reference, got: foo/, fn ->
-      Emily.to_binary(:foo)
-    end
+    assert_raise ArgumentError,
+                 ~r/^to_binary: argument tensor must be an Emily array reference, got: foo/,
+                 fn ->
+                   Emily.to_binary(:foo)
+                 end
 
     assert_raise ArgumentError, ~r/^to_binary: argument tensor must be/, fn ->
       Emily.to_binary(make_ref())
@@ -28,7 +30,11 @@ defmodule Emily.Tensor.MiscTest do
     end
 
     assert_raise ArgumentError, ~r/expected an integer :type/, fn -> T.argmax(t, type: :f32) end
-    assert_raise ArgumentError, ~r/invalid numerical type/, fn -> T.argmax(t, type: {:pred, 8}) end
+
+    assert_raise ArgumentError, ~r/invalid numerical type/, fn ->
+      T.argmax(t, type: {:pred, 8})
+    end
+
     # 300 indices do not fit in u8: the engine says so rather than wrapping.
     assert_raise ArgumentError, ~r/do not fit in u8/, fn -> T.argmax(T.iota({300}), type: :u8) end
   end

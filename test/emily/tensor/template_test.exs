@@ -137,7 +137,9 @@ defmodule Emily.Tensor.TemplateTest do
     end
 
     test "wrong function arities raise ArgumentError" do
-      assert_raise ArgumentError, ~r/function of 1 argument/, fn -> T.runtime_call(1, 1, fn -> 1 end) end
+      assert_raise ArgumentError, ~r/function of 1 argument/, fn ->
+        T.runtime_call(1, 1, fn -> 1 end)
+      end
 
       assert_raise ArgumentError, ~r/function of 2 arguments/, fn ->
         T.runtime_call(1, 1, [], fn x -> x end)
@@ -158,7 +160,10 @@ defmodule Emily.Tensor.TemplateTest do
     test "bad names and functions raise" do
       assert_raise ArgumentError, ~r/io_call\/2 expects/, fn -> T.io_call(1, "name") end
       assert_raise ArgumentError, ~r/io_call\/3 expects/, fn -> T.io_call(1, :n, fn -> :x end) end
-      assert_raise ArgumentError, ~r/io_call\/3 expects/, fn -> T.io_call(1, "n", fn x -> x end) end
+
+      assert_raise ArgumentError, ~r/io_call\/3 expects/, fn ->
+        T.io_call(1, "n", fn x -> x end)
+      end
     end
   end
 
