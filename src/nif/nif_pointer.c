@@ -75,8 +75,9 @@ static bool get_resource(nif_call *c, ERL_NIF_TERM term, nif_array **out) {
         return true;
     char text[256];
     enif_snprintf(text, sizeof text, "%T", term);
-    nif_raise_argument(c, "argument tensor must be an Emily array reference, "
-                          "got: %s",
+    nif_raise_argument(c,
+                       "argument tensor must be an Emily array reference, "
+                       "got: %s",
                        text);
     return false;
 }

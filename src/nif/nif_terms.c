@@ -166,8 +166,7 @@ bool nif_get_array_list(nif_call *c, ERL_NIF_TERM term, const char *arg,
         enif_get_list_cell(c->env, tail, &head, &tail);
         char what[64];
         snprintf(what, sizeof what, "%s (element %u)", arg, i);
-        if (!get_array(c, head, what, "an Emily array reference",
-                       &arrays[i])) {
+        if (!get_array(c, head, what, "an Emily array reference", &arrays[i])) {
             enif_free(arrays);
             return false;
         }
