@@ -244,6 +244,16 @@ defmodule Emily.Tensor.BackendTest do
       assert T.shape(t) == {3}
     end
 
+    test "frees the buffer when nothing else holds it" do
+      t = T.iota({1_000_000}, type: :f32)
+      Emily.eval(t.ref)
+      before = Emily.Memory.stats().active
+      assert T.backend_deallocate(t) == :ok
+      # The stream's worker drops its own reference to an evaluated array
+      # just after answering, so poll a bounded number of times.
+      assert eventually?(100, fn -> before - Emily.Memory.stats().active >= 4_000_000 end)
+    end
+
     test "does not affect tensors built from it before, or its copies" do
       base = T.iota({2, 3}, type: :f32)
       lazy = T.multiply(base, 2)
@@ -349,6 +359,23 @@ defmodule Emily.Tensor.BackendTest do
       assert T.to_list(T.from_pointer(Emily.Tensor, pointer, :s32, {4})) == T.to_list(t)
     end
 
+    test "random and nearby addresses are refused, never read" do
+      t = T.iota({256}, type: :u8)
+      %{address: start} = pointer = T.to_pointer(t)
+
+      nearby = for d <- [-4096, -1, 256, 257, 4096, 1 <<< 20], do: start + d
+      random = for _ <- 1..2000, do: :rand.uniform(1 <<< 64) - 1
+
+      for address <- nearby ++ random,
+          address >= 0 and (address < start or address >= start + 256) do
+        assert_raise ArgumentError, ~r/not inside a pointer/, fn ->
+          T.from_pointer(Emily.Tensor, %{pointer | address: address}, :u8, {1})
+        end
+      end
+
+      assert T.to_list(T.from_pointer(Emily.Tensor, pointer, :u8, {256})) == T.to_list(t)
+    end
+
     test "a pointer dies with its tensor: deallocation and garbage collection" do
       t = T.iota({8}, type: :f64)
       pointer = T.to_pointer(t)
@@ -434,6 +461,16 @@ defmodule Emily.Tensor.BackendTest do
         Native.from_pointer(-1, [1], {:u, 8})
       end
     end
+  end
+
+  defp eventually?(0, _check), do: false
+
+  defp eventually?(tries, check) do
+    check.() or
+      (
+        Process.sleep(10)
+        eventually?(tries - 1, check)
+      )
   end
 
   # The destructor of a tensor's resource runs once its last holder is
