@@ -135,8 +135,26 @@ static inline ERL_NIF_TERM nif_result(nif_call *c, em_status st,
 
 /* ---- the NIF table ------------------------------------------------------ */
 
-#define NIF_DECL(name)                                                         \
+/* Every NIF body runs between nif_enter() and nif_leave(): backend_deallocate
+ * may free an array only when no NIF that could have read the resource's
+ * array pointer before it was cleared is still running (nif_pointer.c). Two
+ * atomic operations a call; no lock. */
+void nif_enter(void);
+void nif_leave(void);
+
+#define NIF_PROTO(name)                                                        \
     ERL_NIF_TERM nif_##name(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+#define NIF_DECL(name)                                                         \
+    static ERL_NIF_TERM nif_body_##name(ErlNifEnv *env, int argc,              \
+                                        const ERL_NIF_TERM argv[]);            \
+    NIF_PROTO(name) {                                                          \
+        nif_enter();                                                           \
+        ERL_NIF_TERM result = nif_body_##name(env, argc, argv);                \
+        nif_leave();                                                           \
+        return result;                                                         \
+    }                                                                          \
+    static ERL_NIF_TERM nif_body_##name(ErlNifEnv *env, int argc,              \
+                                        const ERL_NIF_TERM argv[])
 
 /* Hand-written NIFs: F(name, arity). Generated elementwise and
  * reduce NIFs come from emily_ops.h (see nif_ops.c). */
@@ -222,7 +240,7 @@ static inline ERL_NIF_TERM nif_result(nif_call *c, em_status st,
     F(from_pointer, 3)                                                         \
     F(copy, 1)
 
-#define NIF_DECLARE(name, arity) NIF_DECL(name);
+#define NIF_DECLARE(name, arity) NIF_PROTO(name);
 NIF_CORE_FUNCS(NIF_DECLARE)
 NIF_OP_FUNCS(NIF_DECLARE)
 NIF_POINTER_FUNCS(NIF_DECLARE)
@@ -230,9 +248,9 @@ NIF_POINTER_FUNCS(NIF_DECLARE)
 
 /* Generated NIFs (nif_ops.c): one per entry of emily_ops.h's lists, named
  * as the op (Emily.Native.add/2, exp/1, sum/3). */
-#define NIF_UNARY_DECLARE(name, accepts) NIF_DECL(unary_##name);
-#define NIF_BINARY_DECLARE(name, accepts) NIF_DECL(binary_##name);
-#define NIF_REDUCE_DECLARE(name, accepts) NIF_DECL(reduce_##name);
+#define NIF_UNARY_DECLARE(name, accepts) NIF_PROTO(unary_##name);
+#define NIF_BINARY_DECLARE(name, accepts) NIF_PROTO(binary_##name);
+#define NIF_REDUCE_DECLARE(name, accepts) NIF_PROTO(reduce_##name);
 EM_UNARY_OPS(NIF_UNARY_DECLARE)
 EM_BINARY_OPS(NIF_BINARY_DECLARE)
 EM_REDUCE_OPS(NIF_REDUCE_DECLARE)

@@ -245,7 +245,11 @@ NIF_DECL(from_binary) { return from_binary(env, argv, false); }
 
 static ERL_NIF_TERM from_binary_dirty(ErlNifEnv *env, int argc,
                                       const ERL_NIF_TERM argv[]) {
-    return from_binary(env, argv, true);
+    /* A dirty continuation is a NIF call of its own. */
+    nif_enter();
+    ERL_NIF_TERM result = from_binary(env, argv, true);
+    nif_leave();
+    return result;
 }
 
 /* ---- asynchronous jobs -------------------------------------------------- */

@@ -14,16 +14,17 @@
  * resource destructor, or backend_deallocate, removes it.
  *
  * Deallocation clears the resource's array pointer atomically; later uses
- * of the tensor raise ArgumentError (nif_get_array). A call that had read
- * the pointer on another scheduler an instant before may still be using
- * it: deallocating a tensor that another process is computing with at that
- * very moment is a programming error this layer cannot fully guard (doing
- * so would cost a lock or a reference count on every NIF call).
+ * of the tensor raise ArgumentError (nif_get_array). A call that read the
+ * pointer on another scheduler an instant before may still be using it, so
+ * the array goes to a graveyard and is released only when no NIF call is
+ * running (every NIF body runs between nif_enter and nif_leave, which count
+ * the calls in flight): a call that starts later cannot reach it.
  */
 #include "nif.h"
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 /* ---- the registry of handed-out pointers -------------------------------- */
@@ -68,6 +69,57 @@ void nif_pointer_forget(const nif_array *owner) {
     }
 }
 
+/* ---- calls in flight and the graveyard ---------------------------------- */
+
+typedef struct grave {
+    struct grave *next;
+    em_array *array;
+} grave;
+
+static atomic_long calls_in_flight;
+static atomic_long graves_waiting; /* lets nif_leave skip the lock */
+static pthread_mutex_t graveyard_lock = PTHREAD_MUTEX_INITIALIZER;
+static grave *graveyard;
+
+void nif_enter(void) { atomic_fetch_add(&calls_in_flight, 1); }
+
+void nif_leave(void) {
+    if (atomic_fetch_sub(&calls_in_flight, 1) != 1 ||
+        atomic_load(&graves_waiting) == 0)
+        return;
+    /* Checked again under the lock that bury() takes: when no call is in
+     * flight now, every buried array was unreachable before this moment
+     * (its pointer was cleared before it was buried), and no call that
+     * read it is left. */
+    grave *dead = NULL;
+    pthread_mutex_lock(&graveyard_lock);
+    if (atomic_load(&calls_in_flight) == 0) {
+        dead = graveyard;
+        graveyard = NULL;
+        atomic_store(&graves_waiting, 0);
+    }
+    pthread_mutex_unlock(&graveyard_lock);
+    while (dead) {
+        grave *next = dead->next;
+        em_array_release(dead->array);
+        enif_free(dead);
+        dead = next;
+    }
+}
+
+/* Release `a` once no NIF call that might hold it is running. */
+static void bury(em_array *a) {
+    grave *g = enif_alloc(sizeof *g);
+    if (!g)
+        return; /* cannot defer safely: keep the array (a leak, not a crash) */
+    g->array = a;
+    pthread_mutex_lock(&graveyard_lock);
+    g->next = graveyard;
+    graveyard = g;
+    atomic_fetch_add(&graves_waiting, 1);
+    pthread_mutex_unlock(&graveyard_lock);
+}
+
 /* ---- deallocation --------------------------------------------------------- */
 
 static bool get_resource(nif_call *c, ERL_NIF_TERM term, nif_array **out) {
@@ -91,7 +143,7 @@ NIF_DECL(deallocate) {
     if (!a)
         return enif_make_atom(env, "already_deallocated");
     nif_pointer_forget(res);
-    em_array_release(a);
+    bury(a); /* released when this call leaves, if it is the only one */
     return atoms.ok;
 }
 
@@ -230,7 +282,11 @@ NIF_DECL(from_pointer) { return from_pointer(env, argv, false); }
 
 static ERL_NIF_TERM from_pointer_dirty(ErlNifEnv *env, int argc,
                                        const ERL_NIF_TERM argv[]) {
-    return from_pointer(env, argv, true);
+    /* A dirty continuation is a NIF call of its own. */
+    nif_enter();
+    ERL_NIF_TERM result = from_pointer(env, argv, true);
+    nif_leave();
+    return result;
 }
 
 /* ---- copy ----------------------------------------------------------------- */
@@ -265,5 +321,9 @@ NIF_DECL(copy) { return copy(env, argv, false); }
 
 static ERL_NIF_TERM copy_dirty(ErlNifEnv *env, int argc,
                                const ERL_NIF_TERM argv[]) {
-    return copy(env, argv, true);
+    /* A dirty continuation is a NIF call of its own. */
+    nif_enter();
+    ERL_NIF_TERM result = copy(env, argv, true);
+    nif_leave();
+    return result;
 }

@@ -193,10 +193,10 @@ defmodule Emily.Tensor.Backend do
   before are unaffected. For a container, deallocates every tensor and
   returns `:ok`.
 
-  Deallocate only tensors that no other process is using at that moment:
-  a call that another process is making with the tensor at the very same
-  instant may still touch the released memory. Later calls, from any
-  process, raise.
+  Deallocating a tensor that another process is using at that moment is
+  safe: a call already running keeps its view, and the memory is released
+  as soon as no Emily call is in flight (at once when none is). Later
+  calls, from any process, raise.
 
   ## Examples
 
