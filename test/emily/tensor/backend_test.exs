@@ -293,6 +293,32 @@ defmodule Emily.Tensor.BackendTest do
       assert Enum.count(results, &(&1 == :ok)) == 1
       assert Enum.count(results, &(&1 == :already_deallocated)) == 7
     end
+
+    test "deallocating while other processes compute with the tensor never crashes" do
+      for _round <- 1..20 do
+        t = T.iota({4096}, type: :f32)
+
+        users =
+          for _ <- 1..4 do
+            Task.async(fn ->
+              Enum.map(1..200, fn _ ->
+                try do
+                  t |> T.multiply(2.0) |> T.sum() |> T.to_number()
+                rescue
+                  e in ArgumentError -> e.message
+                end
+              end)
+            end)
+          end
+
+        assert T.backend_deallocate(t) == :ok
+        outcomes = users |> Enum.flat_map(&Task.await(&1, 30_000)) |> Enum.uniq()
+        # A sum computed before the release is exact; a later call raises.
+        for outcome <- outcomes do
+          assert outcome == 4095 * 4096.0 or outcome =~ "deallocated"
+        end
+      end
+    end
   end
 
   describe "to_pointer/2 and from_pointer/5" do
