@@ -54,6 +54,13 @@ typedef struct em_program_options {
     bool fuse;     /* run the fusion pass (when the engine has one) */
     bool no_cse;   /* keep common subexpressions (for tests) */
     bool no_dedup; /* keep duplicate constants (for tests) */
+    /* Capture outer values: pending arrays created before the first
+     * placeholder (values of an enclosing trace that a loop's condition or
+     * body closes over) become extra inputs of the program, after the
+     * placeholders, instead of part of its tape. em_program_capture lists
+     * them; each run takes them (or arrays of the same dtype, shape and
+     * layout) as inputs n_in .. n_in + captures - 1. */
+    bool capture_outer;
 } em_program_options;
 
 /* Record the graph from `placeholders` (n_in distinct placeholders, each
@@ -68,7 +75,11 @@ em_status em_program_new(em_array *const *placeholders, size_t n_in,
 void em_program_retain(em_program *p);
 void em_program_release(em_program *p); /* NULL is allowed */
 
+/* Inputs a run takes: the placeholders, then the captures (if any). */
 size_t em_program_num_inputs(const em_program *p);
+size_t em_program_num_captures(const em_program *p);
+/* Capture i (borrowed), as em_program_new found it. */
+em_array *em_program_capture(const em_program *p, size_t i);
 size_t em_program_num_outputs(const em_program *p);
 /* The dtype and shape (ndim entries at *shape) of input / output i. */
 void em_program_input_info(const em_program *p, size_t i, em_dtype *dtype,
@@ -100,6 +111,8 @@ void em_program_get_stats(const em_program *p, em_program_stats *out);
  * program of n inputs and one output, a scalar of any dtype: nonzero is
  * true) holds, state = `body`(state) (n inputs, n outputs of the same
  * dtypes and shapes as the inputs). Writes n lazy outputs, the final state.
+ * The programs' captures (see capture_outer) become inputs of the loop and
+ * are passed to each run after the state.
  * The programs are kept alive by the outputs. When evaluated, each
  * iteration replays and evaluates the programs. */
 em_status em_while(em_program *cond, em_program *body,

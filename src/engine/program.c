@@ -58,6 +58,7 @@ struct em_program {
      * program alive as an input of a while node (see program_while.c). */
     em_program *self;
     em__tape tape;
+    size_t nplaceholders; /* tape.inputs[nplaceholders..] are captures */
     em_array **constants; /* retained */
     size_t nconst;
     size_t *input_slot_start; /* node i's input slots: slots[start[i]..] */
@@ -105,6 +106,12 @@ void em_program_release(em_program *p) {
 }
 
 size_t em_program_num_inputs(const em_program *p) { return p->tape.ninputs; }
+size_t em_program_num_captures(const em_program *p) {
+    return p->tape.ninputs - p->nplaceholders;
+}
+em_array *em_program_capture(const em_program *p, size_t i) {
+    return p->tape.inputs[p->nplaceholders + i];
+}
 size_t em_program_num_outputs(const em_program *p) { return p->tape.noutputs; }
 
 void em_program_input_info(const em_program *p, size_t i, em_dtype *dtype,
@@ -172,28 +179,63 @@ static em_status clone_node(const em_array *tmpl, em_array *const *inputs,
     return EM_OK;
 }
 
-/* What a traced array becomes in the tape: its private copy (a pending
- * node, by `copies`), or itself (a placeholder or an array with data). */
-static em_array *tape_ref(em_array *a, const em__ptr_map *copies,
-                          em_array *const *copy_of) {
+/* Building state: the tape being recorded, the private copies of traced
+ * nodes, and the capture bound (0: no captures). */
+typedef struct recorder {
+    em__tape *t;
+    size_t cap_inputs;
+    em__ptr_map inputs; /* placeholders and captures -> input index */
+    em__ptr_map copies; /* traced node -> index in t->nodes */
+    uint64_t capture_before;
+} recorder;
+
+static bool is_capture(const recorder *r, const em_array *a) {
     size_t k;
-    if (em__ptr_map_get(copies, a, &k))
-        return copy_of[k];
-    return a;
+    return r->capture_before && a->seq < r->capture_before &&
+           !em__tape_is_constant(a) && !em__ptr_map_get(&r->inputs, a, &k);
+}
+
+/* What a traced array becomes in the tape: its private copy (a pending
+ * node), or itself (a placeholder, a capture, an array with data). A
+ * capture met for the first time is appended to the inputs. */
+static em_status tape_ref(recorder *r, em_array *a, em_array **out) {
+    size_t k;
+    if (em__ptr_map_get(&r->copies, a, &k)) {
+        *out = r->t->nodes[k];
+        return EM_OK;
+    }
+    *out = a;
+    if (!is_capture(r, a))
+        return EM_OK;
+    em__tape *t = r->t;
+    if (t->ninputs == r->cap_inputs) {
+        size_t ncap = r->cap_inputs * 2 + 4;
+        em_array **grown = realloc(t->inputs, ncap * sizeof *grown);
+        if (!grown)
+            return em__fail(EM_ERR_OOM, "program: out of memory");
+        t->inputs = grown;
+        r->cap_inputs = ncap;
+    }
+    if (!em__ptr_map_put(&r->inputs, a, t->ninputs))
+        return em__fail(EM_ERR_OOM, "program: out of memory");
+    em_array_retain(a);
+    t->inputs[t->ninputs++] = a;
+    return EM_OK;
 }
 
 /* Copy the pending graph between placeholders and outputs into t. */
 static em_status record_tape(em_array *const *placeholders, size_t n_in,
                              em_array *const *outputs, size_t n_out,
-                             em__tape *t) {
+                             bool capture_outer, em__tape *t) {
     em_array **order = NULL;
     size_t len = 0;
-    em__ptr_map inputs = {0}, copies = {0};
+    recorder r = {.t = t};
     em_status st = em__topo_order(outputs, n_out, &order, &len);
     if (st != EM_OK)
         return st;
+    r.cap_inputs = n_in ? n_in : 1;
     t->nodes = malloc((len ? len : 1) * sizeof *t->nodes);
-    t->inputs = malloc((n_in ? n_in : 1) * sizeof *t->inputs);
+    t->inputs = malloc(r.cap_inputs * sizeof *t->inputs);
     t->outputs = malloc((n_out ? n_out : 1) * sizeof *t->outputs);
     if (!t->nodes || !t->inputs || !t->outputs) {
         st = em__fail(EM_ERR_OOM, "program: out of memory");
@@ -202,17 +244,24 @@ static em_status record_tape(em_array *const *placeholders, size_t n_in,
     for (size_t i = 0; i < n_in; i++) {
         em_array_retain(placeholders[i]);
         t->inputs[t->ninputs++] = placeholders[i];
-        if (!em__ptr_map_put(&inputs, placeholders[i], i)) {
+        if (!em__ptr_map_put(&r.inputs, placeholders[i], i)) {
             st = em__fail(EM_ERR_OOM, "program: out of memory");
             goto done;
         }
+        /* Nodes older than every placeholder come from outside. */
+        if (capture_outer &&
+            (!r.capture_before || placeholders[i]->seq < r.capture_before))
+            r.capture_before = placeholders[i]->seq;
     }
     em_array *args[64];
     for (size_t i = 0; i < len; i++) {
         em_array *a = order[i];
         size_t k;
+        /* Evaluated since the walk (by another thread): a constant now. */
+        if (em__tape_is_constant(a) || is_capture(&r, a))
+            continue;
         if (em_is_placeholder(a)) {
-            if (!em__ptr_map_get(&inputs, a, &k)) {
+            if (!em__ptr_map_get(&r.inputs, a, &k)) {
                 em_desc d;
                 st = em__fail(EM_ERR_ARGUMENT,
                               "program: an output depends on placeholder %s, "
@@ -222,9 +271,6 @@ static em_status record_tape(em_array *const *placeholders, size_t n_in,
             }
             continue;
         }
-        /* Evaluated since the walk (by another thread): a constant now. */
-        if (em__tape_is_constant(a))
-            continue;
         em_array **in = args;
         if (a->ninputs > 64) {
             in = malloc(sizeof *in * (size_t)a->ninputs);
@@ -233,15 +279,16 @@ static em_status record_tape(em_array *const *placeholders, size_t n_in,
                 goto done;
             }
         }
-        for (int j = 0; j < a->ninputs; j++)
-            in[j] = tape_ref(a->inputs[j], &copies, t->nodes);
-        em_array *copy;
-        st = clone_node(a, in, &copy);
+        for (int j = 0; j < a->ninputs && st == EM_OK; j++)
+            st = tape_ref(&r, a->inputs[j], &in[j]);
+        em_array *copy = NULL;
+        if (st == EM_OK)
+            st = clone_node(a, in, &copy);
         if (in != args)
             free(in);
         if (st != EM_OK)
             goto done;
-        if (!em__ptr_map_put(&copies, a, t->len)) {
+        if (!em__ptr_map_put(&r.copies, a, t->len)) {
             em_array_release(copy);
             st = em__fail(EM_ERR_OOM, "program: out of memory");
             goto done;
@@ -249,7 +296,10 @@ static em_status record_tape(em_array *const *placeholders, size_t n_in,
         t->nodes[t->len++] = copy;
     }
     for (size_t i = 0; i < n_out; i++) {
-        em_array *o = tape_ref(outputs[i], &copies, t->nodes);
+        em_array *o;
+        st = tape_ref(&r, outputs[i], &o);
+        if (st != EM_OK)
+            goto done;
         em_array_retain(o);
         t->outputs[t->noutputs++] = o;
     }
@@ -257,8 +307,8 @@ done:
     for (size_t i = 0; i < len; i++)
         em_array_release(order[i]);
     free(order);
-    em__ptr_map_free(&inputs);
-    em__ptr_map_free(&copies);
+    em__ptr_map_free(&r.inputs);
+    em__ptr_map_free(&r.copies);
     return st;
 }
 
@@ -367,7 +417,9 @@ em_status em_program_new(em_array *const *placeholders, size_t n_in,
         return em__fail(EM_ERR_OOM, "program: out of memory");
     atomic_init(&p->refcount, 1);
     p->self = p;
-    st = record_tape(placeholders, n_in, outputs, n_out, &p->tape);
+    p->nplaceholders = n_in;
+    st = record_tape(placeholders, n_in, outputs, n_out, opts->capture_outer,
+                     &p->tape);
     p->stats.nodes_before = p->tape.len;
     if (st == EM_OK && !opts->no_cse)
         st = em__tape_cse(&p->tape, &p->stats.cse_merged);
@@ -423,6 +475,20 @@ static em_status bind_input(const em_program *p, size_t i, em_array *given,
         return em__fail(EM_ERR_ARGUMENT,
                         "program_run: input %zu: expected %s, got %s", i,
                         em__describe(want, &w), em__describe(given, &g));
+    }
+    if (i >= p->nplaceholders) {
+        /* A capture: views may have been built on its own layout, which
+         * replays reproduce. */
+        if (given->offset != want->offset ||
+            memcmp(given->strides, want->strides,
+                   sizeof(int64_t) * (size_t)want->ndim) != 0)
+            return em__fail(EM_ERR_ARGUMENT,
+                            "program_run: captured input %zu has another "
+                            "layout than when the program was built",
+                            i);
+        em_array_retain(given);
+        *out = given;
+        return EM_OK;
     }
     if (given->row_contiguous && given->offset == 0) {
         em_array_retain(given);

@@ -17,16 +17,17 @@
 
 typedef struct while_params {
     size_t nstate;
+    size_t ncond_captures, nbody_captures; /* inputs after the state */
     size_t byte_offset[]; /* of each part in the packed buffer */
 } while_params;
 
 #define PART_ALIGN 16
 
 /* Whether the scalar condition holds (nonzero; NaN counts as true). */
-static em_status test_cond(em_program *cond, em_array *const *state,
-                           size_t n, bool *holds) {
+static em_status test_cond(em_program *cond, em_array *const *args,
+                           size_t nargs, bool *holds) {
     em_array *c = NULL, *p = NULL;
-    em_status st = em_program_run(cond, state, n, &c);
+    em_status st = em_program_run(cond, args, nargs, &c);
     if (st == EM_OK)
         st = em_as_type(c, EM_PRED, &p);
     if (st == EM_OK)
@@ -47,13 +48,17 @@ static void release_all(em_array **a, size_t n) {
 
 static em_status while_eval(em_array *node) {
     const while_params *wp = node->params;
-    size_t n = wp->nstate;
+    size_t n = wp->nstate, nc = wp->ncond_captures, nb = wp->nbody_captures;
     em_program *cond = em__program_from_holder(node->inputs[0]);
     em_program *body = em__program_from_holder(node->inputs[1]);
+    em_array *const *captures = node->inputs + 2 + n;
+    /* Each run's arguments: the state, then that program's captures. */
+    em_array **cargs = calloc(n + nc, sizeof *cargs);
+    em_array **bargs = calloc(n + nb, sizeof *bargs);
     em_array **state = calloc(n, sizeof *state);
     em_array **next = calloc(n, sizeof *next);
     em_status st = EM_OK;
-    if (!state || !next) {
+    if (!cargs || !bargs || !state || !next) {
         st = em__fail(EM_ERR_OOM, "while: out of memory");
         goto done;
     }
@@ -61,12 +66,16 @@ static em_status while_eval(em_array *node) {
         state[i] = node->inputs[2 + i];
         em_array_retain(state[i]);
     }
+    memcpy(cargs + n, captures, nc * sizeof *cargs);
+    memcpy(bargs + n, captures + nc, nb * sizeof *bargs);
     for (;;) {
         bool holds = false;
-        st = test_cond(cond, state, n, &holds);
+        memcpy(cargs, state, n * sizeof *cargs);
+        st = test_cond(cond, cargs, n + nc, &holds);
         if (st != EM_OK || !holds)
             break;
-        st = em_program_run(body, state, n, next);
+        memcpy(bargs, state, n * sizeof *bargs);
+        st = em_program_run(body, bargs, n + nb, next);
         if (st == EM_OK)
             st = em__eval_arrays(next, n);
         release_all(state, n);
@@ -90,6 +99,8 @@ done:
         release_all(next, n);
     free(state);
     free(next);
+    free(cargs);
+    free(bargs);
     return st;
 }
 
@@ -118,18 +129,18 @@ static em_status check_programs(em_program *cond, em_program *body,
         return em__fail(EM_ERR_ARGUMENT, "while: NULL argument");
     if (n == 0)
         return em__fail(EM_ERR_ARGUMENT, "while: the state is empty");
-    if (em_program_num_inputs(cond) != n || em_program_num_outputs(cond) != 1)
+    size_t cin = em_program_num_inputs(cond) - em_program_num_captures(cond);
+    size_t bin = em_program_num_inputs(body) - em_program_num_captures(body);
+    if (cin != n || em_program_num_outputs(cond) != 1)
         return em__fail(EM_ERR_ARGUMENT,
                         "while: the condition takes %zu inputs and gives %zu "
                         "outputs, expected %zu inputs and 1 output",
-                        em_program_num_inputs(cond),
-                        em_program_num_outputs(cond), n);
-    if (em_program_num_inputs(body) != n || em_program_num_outputs(body) != n)
+                        cin, em_program_num_outputs(cond), n);
+    if (bin != n || em_program_num_outputs(body) != n)
         return em__fail(EM_ERR_ARGUMENT,
                         "while: the body takes %zu inputs and gives %zu "
                         "outputs, expected %zu of each (the state)",
-                        em_program_num_inputs(body),
-                        em_program_num_outputs(body), n);
+                        bin, em_program_num_outputs(body), n);
     em_dtype dt;
     const int64_t *shape;
     int ndim;
@@ -171,9 +182,12 @@ em_status em_while(em_program *cond, em_program *body,
     em_status st = check_programs(cond, body, initial, n);
     if (st != EM_OK)
         return st;
+    size_t nc = em_program_num_captures(cond);
+    size_t nb = em_program_num_captures(body);
+    size_t ninputs = 2 + n + nc + nb;
     size_t psize = sizeof(while_params) + n * sizeof(size_t);
     while_params *wp = malloc(psize);
-    em_array **inputs = calloc(n + 2, sizeof *inputs);
+    em_array **inputs = calloc(ninputs, sizeof *inputs);
     em_array *loop = NULL;
     size_t made = 0;
     if (!wp || !inputs) {
@@ -181,6 +195,8 @@ em_status em_while(em_program *cond, em_program *body,
         goto done;
     }
     wp->nstate = n;
+    wp->ncond_captures = nc;
+    wp->nbody_captures = nb;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         wp->byte_offset[i] = total;
@@ -194,9 +210,13 @@ em_status em_while(em_program *cond, em_program *body,
         goto done;
     for (size_t i = 0; i < n; i++)
         inputs[2 + i] = initial[i];
+    for (size_t i = 0; i < nc; i++)
+        inputs[2 + n + i] = em_program_capture(cond, i);
+    for (size_t i = 0; i < nb; i++)
+        inputs[2 + n + nc + i] = em_program_capture(body, i);
     int64_t packed = (int64_t)(total ? total : PART_ALIGN);
     st = em__node_new_params(&while_prim, EM_U8, &packed, 1, inputs,
-                             (int)(n + 2), wp, psize, &loop);
+                             (int)ninputs, wp, psize, &loop);
     for (; st == EM_OK && made < n; made++) {
         const em_array *s = initial[made];
         st = em__node_new(&part_prim, s->dtype, s->shape, s->ndim, &loop, 1,

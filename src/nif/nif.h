@@ -208,9 +208,20 @@ static inline ERL_NIF_TERM nif_result(nif_call *c, em_status st,
     F(window_scatter, 8)                                                       \
     F(conv, 9) /* nif_conv.c */
 
+/* Programs (nif_compile.c). */
+#define NIF_COMPILE_FUNCS(F)                                                   \
+    F(placeholder, 2)                                                          \
+    F(program_new, 4)                                                          \
+    F(program_run, 2)                                                          \
+    F(program_stats, 1)                                                        \
+    F(while_loop, 3)
+/* Opens the program resource type (called on load and upgrade). */
+int nif_compile_open_resources(ErlNifEnv *env);
+
 #define NIF_DECLARE(name, arity) NIF_DECL(name);
 NIF_CORE_FUNCS(NIF_DECLARE)
 NIF_OP_FUNCS(NIF_DECLARE)
+NIF_COMPILE_FUNCS(NIF_DECLARE)
 #undef NIF_DECLARE
 
 /* Generated NIFs (nif_ops.c): one per entry of emily_ops.h's lists, named

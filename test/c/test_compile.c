@@ -412,3 +412,50 @@ EM_TEST(while_loop_inside_a_program) {
     }
     em_program_release(outer);
 }
+
+/* A condition that closes over a value of the enclosing trace: with
+ * capture_outer the value becomes an input of the condition program and of
+ * the loop node, so the outer program passes it on at every run. */
+EM_TEST(while_loop_captures_outer_values) {
+    em_array *limit = ph(EM_S64, NULL, 0); /* outer input */
+    em_array *bump = NULL, *one = NULL;
+    CHECK_OK(em_scalar_s64(1, EM_S64, &one));
+    CHECK_OK(em_binary(EM_BINARY_add, limit, one, &bump)); /* outer node */
+    em_array *i = ph(EM_S64, NULL, 0), *lt = NULL, *i1 = NULL;
+    CHECK_OK(em_binary(EM_BINARY_less, i, bump, &lt));
+    CHECK_OK(em_binary(EM_BINARY_add, i, one, &i1));
+    em_program_options capture = {.capture_outer = true};
+    em_program *cond = NULL, *body = NULL, *bad = NULL;
+    CHECK_ERR(em_program_new(&i, 1, &lt, 1, NULL, &bad), EM_ERR_ARGUMENT,
+              "not one of the program's 1 inputs");
+    CHECK_OK(em_program_new(&i, 1, &lt, 1, &capture, &cond));
+    CHECK_OK(em_program_new(&i, 1, &i1, 1, &capture, &body));
+    CHECK(em_program_num_inputs(cond) == 2);
+    CHECK(em_program_num_captures(cond) == 1);
+    CHECK(em_program_capture(cond, 0) == bump);
+    CHECK(em_program_num_captures(body) == 0);
+    em_array *start = ph(EM_S64, NULL, 0), *loop_out = NULL;
+    CHECK_OK(em_while(cond, body, &start, 1, &loop_out));
+    em_array *outer_in[2] = {limit, start};
+    em_program *outer = NULL;
+    CHECK_OK(em_program_new(outer_in, 2, &loop_out, 1, NULL, &outer));
+    em_array *all[9] = {limit, bump, one, i, lt, i1, start, loop_out, NULL};
+    for (int k = 0; all[k]; k++)
+        em_array_release(all[k]);
+    em_program_release(cond);
+    em_program_release(body);
+    for (int64_t lim = 0; lim < 6; lim += 2) {
+        em_array *a = NULL, *b = NULL, *out = NULL;
+        CHECK_OK(em_scalar_s64(lim, EM_S64, &a));
+        CHECK_OK(em_scalar_s64(1, EM_S64, &b));
+        em_array *args[2] = {a, b};
+        CHECK_OK(em_program_run(outer, args, 2, &out));
+        double v;
+        t_read_f64(out, &v, 1);
+        CHECK(v == (double)(lim + 1 > 1 ? lim + 1 : 1));
+        em_array_release(out);
+        em_array_release(a);
+        em_array_release(b);
+    }
+    em_program_release(outer);
+}
