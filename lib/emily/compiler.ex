@@ -96,7 +96,8 @@ defmodule Emily.Compiler do
     cache_size = opts[:cache_size]
 
     unless is_integer(cache_size) and cache_size > 0 do
-      raise ArgumentError, "jit: :cache_size must be a positive integer, got: #{inspect(cache_size)}"
+      raise ArgumentError,
+            "jit: :cache_size must be a positive integer, got: #{inspect(cache_size)}"
     end
 
     unless is_boolean(opts[:fuse]) do
@@ -106,7 +107,8 @@ defmodule Emily.Compiler do
     {:arity, arity} = Function.info(fun, :arity)
 
     if arity > @max_arity do
-      raise ArgumentError, "jit: functions of up to #{@max_arity} arguments are supported, got arity #{arity}"
+      raise ArgumentError,
+            "jit: functions of up to #{@max_arity} arguments are supported, got arity #{arity}"
     end
 
     id = make_ref()
@@ -142,7 +144,13 @@ defmodule Emily.Compiler do
 
     case :ets.lookup(@table, {:stats, id}) do
       [{_, hits, misses, evictions, _tick}] ->
-        %{hits: hits, misses: misses, evictions: evictions, entries: length(entries(id)), size: size}
+        %{
+          hits: hits,
+          misses: misses,
+          evictions: evictions,
+          entries: length(entries(id)),
+          size: size
+        }
 
       [] ->
         %{hits: 0, misses: 0, evictions: 0, entries: 0, size: size}
@@ -198,7 +206,9 @@ defmodule Emily.Compiler do
     Enum.find_value(env, fn
       {__MODULE__, %{id: _} = state} -> state
       _ -> nil
-    end) || raise ArgumentError, "expected a function made by Emily.Compiler.jit/2, got: #{inspect(jitted)}"
+    end) ||
+      raise ArgumentError,
+            "expected a function made by Emily.Compiler.jit/2, got: #{inspect(jitted)}"
   end
 
   defp entries(id) do
@@ -447,13 +457,18 @@ defmodule Emily.Compiler do
   defp truthy?(n) when is_number(n), do: n != 0
 
   defp truthy?(other),
-    do: raise(ArgumentError, "while: the condition must return a scalar tensor or a boolean, got: #{inspect(other)}")
+    do:
+      raise(
+        ArgumentError,
+        "while: the condition must return a scalar tensor or a boolean, got: #{inspect(other)}"
+      )
 
   defp traced_while(initial, cond_fun, body_fun) do
     {refs, sig} = flatten(initial)
 
     if refs == [] do
-      raise ArgumentError, "while: the state must hold at least one tensor, got: #{inspect(initial)}"
+      raise ArgumentError,
+            "while: the state must hold at least one tensor, got: #{inspect(initial)}"
     end
 
     cond_program = trace_part(sig, fn state -> [cond_ref(cond_fun.(state))] end)
@@ -488,12 +503,19 @@ defmodule Emily.Compiler do
   defp cond_ref(n) when is_number(n), do: Core.to_tensor(n).ref
 
   defp cond_ref(other),
-    do: raise(ArgumentError, "while: the condition must return a scalar tensor or a boolean, got: #{inspect(other)}")
+    do:
+      raise(
+        ArgumentError,
+        "while: the condition must return a scalar tensor or a boolean, got: #{inspect(other)}"
+      )
 
   # Numbers in a loop state become tensors (so that both modes agree).
   defp tensorize(%Emily.Tensor{} = t), do: t
   defp tensorize(n) when is_number(n), do: Core.to_tensor(n)
-  defp tensorize(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> Enum.map(&tensorize/1) |> List.to_tuple()
+
+  defp tensorize(tuple) when is_tuple(tuple),
+    do: tuple |> Tuple.to_list() |> Enum.map(&tensorize/1) |> List.to_tuple()
+
   defp tensorize(list) when is_list(list), do: Enum.map(list, &tensorize/1)
 
   defp tensorize(map) when is_map(map) and not is_struct(map),

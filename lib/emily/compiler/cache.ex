@@ -11,7 +11,14 @@ defmodule Emily.Compiler.Cache do
 
   @impl true
   def init(:ok) do
-    :ets.new(__MODULE__, [:set, :public, :named_table, read_concurrency: true, write_concurrency: true])
+    :ets.new(__MODULE__, [
+      :set,
+      :public,
+      :named_table,
+      read_concurrency: true,
+      write_concurrency: true
+    ])
+
     {:ok, nil}
   end
 end
