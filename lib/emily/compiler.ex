@@ -112,7 +112,7 @@ defmodule Emily.Compiler do
     end
 
     id = make_ref()
-    :ets.insert(@table, {{:stats, id}, 0, 0, 0, 0})
+    :ets.insert(@table, {{:stats, id}, 0, 0, 0})
     jitted(arity, {__MODULE__, %{id: id, fun: fun, fuse: opts[:fuse], cache_size: cache_size}})
   end
 
@@ -143,14 +143,10 @@ defmodule Emily.Compiler do
     %{id: id, cache_size: size} = state!(jitted)
 
     case :ets.lookup(@table, {:stats, id}) do
-      [{_, hits, misses, evictions, _tick}] ->
-        %{
-          hits: hits,
-          misses: misses,
-          evictions: evictions,
-          entries: length(entries(id)),
-          size: size
-        }
+      [{_, evicted_hits, misses, evictions}] ->
+        held = entries(id)
+        hits = Enum.reduce(held, evicted_hits, fn {_key, _last_used, hits}, acc -> acc + hits end)
+        %{hits: hits, misses: misses, evictions: evictions, entries: length(held), size: size}
 
       [] ->
         %{hits: 0, misses: 0, evictions: 0, entries: 0, size: size}
@@ -174,8 +170,8 @@ defmodule Emily.Compiler do
   @spec clear_cache(function()) :: :ok
   def clear_cache(jitted) do
     %{id: id} = state!(jitted)
-    Enum.each(entries(id), fn {key, _tick} -> :ets.delete(@table, key) end)
-    :ets.insert(@table, {{:stats, id}, 0, 0, 0, 0})
+    Enum.each(entries(id), fn {key, _last_used, _hits} -> :ets.delete(@table, key) end)
+    :ets.insert(@table, {{:stats, id}, 0, 0, 0})
     :ok
   end
 
@@ -212,7 +208,7 @@ defmodule Emily.Compiler do
   end
 
   defp entries(id) do
-    :ets.select(@table, [{{{id, :"$1"}, :_, :_, :"$2"}, [], [{{{{id, :"$1"}}, :"$2"}}]}])
+    :ets.select(@table, [{{{id, :"$1"}, :_, :"$2", :"$3"}, [], [{{{{id, :"$1"}}, :"$2", :"$3"}}]}])
   end
 
   # ---- calls -----------------------------------------------------------------
@@ -228,31 +224,43 @@ defmodule Emily.Compiler do
     end)
   end
 
+  # Entries are {{id, signature}, {program, output_signature}, last_used,
+  # hits}; the counters row is {{:stats, id}, hits_of_evicted, misses,
+  # evictions}. A hit is one lookup_element (it copies out only the value,
+  # not the larger key) and one update_counter that sets last_used (the
+  # {pos, incr, threshold, set} form: always above -1, so always set) and
+  # counts the hit.
   defp lookup_or_trace(%{id: id} = state, args, refs, sig) do
     key = {id, sig}
 
-    case :ets.lookup(@table, key) do
-      [{^key, program, out_sig, _tick}] ->
-        [_hits, tick] = :ets.update_counter(@table, {:stats, id}, [{2, 1}, {5, 1}])
-        :ets.update_element(@table, key, {4, tick})
-        {program, out_sig}
+    case lookup(key) do
+      {_program, _out_sig} = found ->
+        now = :erlang.unique_integer([:monotonic])
+        :ets.update_counter(@table, key, [{3, 1, -1, now}, {4, 1}])
+        found
 
-      [] ->
-        [_misses, tick] = :ets.update_counter(@table, {:stats, id}, [{3, 1}, {5, 1}])
-        {program, out_sig} = trace(state, args, refs, sig)
-        :ets.insert(@table, {key, program, out_sig, tick})
+      nil ->
+        :ets.update_counter(@table, {:stats, id}, {3, 1})
+        found = trace(state, args, refs, sig)
+        :ets.insert(@table, {key, found, :erlang.unique_integer([:monotonic]), 0})
         evict(state)
-        {program, out_sig}
+        found
     end
+  end
+
+  defp lookup(key) do
+    :ets.lookup_element(@table, key, 2)
+  rescue
+    ArgumentError -> nil
   end
 
   defp evict(%{id: id, cache_size: size}) do
     held = entries(id)
 
     if length(held) > size do
-      {key, _} = Enum.min_by(held, fn {_key, tick} -> tick end)
+      {key, _last_used, hits} = Enum.min_by(held, &elem(&1, 1))
       :ets.delete(@table, key)
-      :ets.update_counter(@table, {:stats, id}, {4, 1})
+      :ets.update_counter(@table, {:stats, id}, [{2, hits}, {4, 1}])
     end
   end
 

@@ -1,9 +1,9 @@
 defmodule Emily.Compiler.Cache do
   @moduledoc false
   # Owns the public ETS table where Emily.Compiler keeps each jitted
-  # function's programs ({{jit_id, signature}, program, output_signature,
-  # last_used}) and counters ({{:stats, jit_id}, hits, misses, evictions,
-  # tick}). Callers read and write it directly from their own processes;
+  # function's programs ({{jit_id, signature}, {program, output_signature},
+  # last_used, hits}) and counters ({{:stats, jit_id}, hits of evicted
+  # entries, misses, evictions}). Callers read and write it directly from their own processes;
   # this process only keeps it alive.
   use GenServer
 
