@@ -159,10 +159,10 @@ em_program *em__program_from_holder(const em_array *holder) {
  * parameter bytes) on `inputs`. Parameters are plain bytes (no op keeps a
  * pointer in them), so a copy is a clone. */
 static em_status clone_node(const em_array *tmpl, em_array *const *inputs,
-                            em_array **out) {
+                            int ninputs, em_array **out) {
     em_array *n;
     em_status st = em__node_new(tmpl->prim, tmpl->dtype, tmpl->shape,
-                                tmpl->ndim, inputs, tmpl->ninputs, &n);
+                                tmpl->ndim, inputs, ninputs, &n);
     if (st != EM_OK)
         return st;
     memcpy(n->strides, tmpl->strides, sizeof(int64_t) * (size_t)tmpl->ndim);
@@ -253,7 +253,6 @@ static em_status record_tape(em_array *const *placeholders, size_t n_in,
             (!r.capture_before || placeholders[i]->seq < r.capture_before))
             r.capture_before = placeholders[i]->seq;
     }
-    em_array *args[64];
     for (size_t i = 0; i < len; i++) {
         em_array *a = order[i];
         size_t k;
@@ -271,21 +270,28 @@ static em_status record_tape(em_array *const *placeholders, size_t n_in,
             }
             continue;
         }
-        em_array **in = args;
-        if (a->ninputs > 64) {
-            in = malloc(sizeof *in * (size_t)a->ninputs);
-            if (!in) {
-                st = em__fail(EM_ERR_OOM, "program: out of memory");
-                goto done;
-            }
-        }
-        for (int j = 0; j < a->ninputs && st == EM_OK; j++)
-            st = tape_ref(&r, a->inputs[j], &in[j]);
+        /* The traced graph may be shared and evaluated concurrently: read
+         * its inputs under the evaluator's lock. Evaluated meanwhile: it is
+         * a constant now. */
+        em_array **traced_in;
+        int nin;
+        st = em__node_inputs(a, &traced_in, &nin);
+        if (st != EM_OK)
+            goto done;
+        if (nin < 0)
+            continue;
+        em_array **in = malloc(sizeof *in * (size_t)(nin ? nin : 1));
+        if (!in)
+            st = em__fail(EM_ERR_OOM, "program: out of memory");
+        for (int j = 0; j < nin && st == EM_OK; j++)
+            st = tape_ref(&r, traced_in[j], &in[j]);
         em_array *copy = NULL;
         if (st == EM_OK)
-            st = clone_node(a, in, &copy);
-        if (in != args)
-            free(in);
+            st = clone_node(a, in, nin, &copy);
+        for (int j = 0; j < nin; j++)
+            em_array_release(traced_in[j]);
+        free(traced_in);
+        free(in);
         if (st != EM_OK)
             goto done;
         if (!em__ptr_map_put(&r.copies, a, t->len)) {
@@ -541,7 +547,7 @@ em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
         const size_t *s = p->slots + p->input_slot_start[cloned];
         for (int j = 0; j < tmpl->ninputs; j++)
             args[j] = values[s[j]];
-        st = clone_node(tmpl, args, &values[base + cloned]);
+        st = clone_node(tmpl, args, tmpl->ninputs, &values[base + cloned]);
         if (args != args_small)
             free(args);
         if (st != EM_OK)

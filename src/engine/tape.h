@@ -9,6 +9,12 @@
  * of a tape node is another tape node, one of `inputs` (a placeholder), or
  * a captured constant (an array with data, state DONE). Tape nodes are
  * templates: they are never evaluated, only cloned by em_program_run.
+ *
+ * A clone copies the node's primitive, dtype, shape, strides, offset,
+ * row_contiguous flag and its params_size parameter bytes (memcpy): no
+ * op's parameters hold pointers. A pass that makes nodes needing other
+ * objects at eval time must hold them some other way, e.g. as inputs (see
+ * em__program_holder below, which the while loop uses for its programs).
  */
 #ifndef EMILY_TAPE_H
 #define EMILY_TAPE_H
