@@ -427,10 +427,11 @@ em_status em_program_new(em_array *const *placeholders, size_t n_in,
     st = record_tape(placeholders, n_in, outputs, n_out, opts->capture_outer,
                      &p->tape);
     p->stats.nodes_before = p->tape.len;
-    if (st == EM_OK && !opts->no_cse)
-        st = em__tape_cse(&p->tape, &p->stats.cse_merged);
+    /* Constants first: equal constants make equal expressions of them. */
     if (st == EM_OK && !opts->no_dedup)
         st = em__tape_dedup_constants(&p->tape, &p->stats.constants_merged);
+    if (st == EM_OK && !opts->no_cse)
+        st = em__tape_cse(&p->tape, &p->stats.cse_merged);
     if (st == EM_OK && opts->fuse)
         st = em__fuse_tape(&p->tape, &p->stats.fused_kernels);
     if (st == EM_OK)

@@ -171,7 +171,7 @@ NIF_DECL(program_stats) {
 }
 
 NIF_DECL(while_loop) {
-    nif_call c = NIF_CALL(env, "while");
+    nif_call c = NIF_CALL(env, "while_loop");
     em_program *cond, *body;
     em_array **state;
     size_t n;
