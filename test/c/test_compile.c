@@ -460,3 +460,45 @@ EM_TEST(while_loop_captures_outer_values) {
     }
     em_program_release(outer);
 }
+
+/* Large programs: more than 64 inputs, nodes and node inputs (the replay's
+ * heap paths), checked against the eager graph. */
+EM_TEST(program_many_inputs_and_nodes) {
+    enum { N = 70 };
+    int64_t shape[1] = {2};
+    em_array *phs[N], *vals[N];
+    unsigned seed = 11;
+    for (int i = 0; i < N; i++) {
+        phs[i] = ph(EM_F64, shape, 1);
+        vals[i] = rand_array(shape, 1, EM_F64, &seed);
+    }
+    em_array *built[2] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        em_array **in = pass ? vals : phs, *cat = NULL, *acc = NULL;
+        CHECK_OK(em_concatenate(in, N, 0, &cat));
+        acc = cat;
+        for (int k = 0; k < 80; k++) { /* a chain of 80 nodes */
+            em_array *next = NULL;
+            CHECK_OK(em_unary(k % 2 ? EM_UNARY_sin : EM_UNARY_tanh, acc, &next));
+            em_array_release(acc);
+            acc = next;
+        }
+        built[pass] = acc;
+    }
+    em_program *prog = NULL;
+    CHECK_OK(em_program_new(phs, N, &built[0], 1, NULL, &prog));
+    em_program_stats st;
+    em_program_get_stats(prog, &st);
+    CHECK(st.nodes_after == 81);
+    em_array *out = NULL;
+    CHECK_OK(em_program_run(prog, vals, N, &out));
+    CHECK(same_bytes(out, built[1]));
+    em_array_release(out);
+    em_program_release(prog);
+    for (int i = 0; i < N; i++) {
+        em_array_release(phs[i]);
+        em_array_release(vals[i]);
+    }
+    em_array_release(built[0]);
+    em_array_release(built[1]);
+}
