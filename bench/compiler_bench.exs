@@ -30,7 +30,11 @@ defmodule CompilerBench do
   def row(name, {median, p10, p90}) do
     IO.puts(
       String.pad_trailing(name, 52) <>
-        Enum.map_join([median, p10, p90], "", &String.pad_leading(:erlang.float_to_binary(&1, decimals: 2), 10))
+        Enum.map_join(
+          [median, p10, p90],
+          "",
+          &String.pad_leading(:erlang.float_to_binary(&1, decimals: 2), 10)
+        )
     )
   end
 end
@@ -39,8 +43,19 @@ end
 Enum.each([a, b, c, d], &T.to_binary/1)
 
 one_op = fn a, b, c, d -> T.concatenate([a, b, c, d]) end
+
 ten_ops = fn a, b, c, d ->
-  a |> T.add(b) |> T.multiply(c) |> T.subtract(d) |> T.exp() |> T.add(a) |> T.tanh() |> T.multiply(b) |> T.add(c) |> T.negate() |> T.sum()
+  a
+  |> T.add(b)
+  |> T.multiply(c)
+  |> T.subtract(d)
+  |> T.exp()
+  |> T.add(a)
+  |> T.tanh()
+  |> T.multiply(b)
+  |> T.add(c)
+  |> T.negate()
+  |> T.sum()
 end
 
 jit_one = Emily.Compiler.jit(one_op)
@@ -67,7 +82,12 @@ cases = [
 ]
 
 IO.puts("Emily.Compiler replay overhead, µs per call (#{System.schedulers_online()} schedulers)")
-IO.puts(String.pad_trailing("case", 52) <> String.pad_leading("median", 10) <> String.pad_leading("p10", 10) <> String.pad_leading("p90", 10))
+
+IO.puts(
+  String.pad_trailing("case", 52) <>
+    String.pad_leading("median", 10) <>
+    String.pad_leading("p10", 10) <> String.pad_leading("p90", 10)
+)
 
 results =
   for {name, fun} <- cases do
@@ -78,5 +98,8 @@ results =
   |> Map.new()
 
 ratio = fn x, y -> :erlang.float_to_binary(results[x] / results[y], decimals: 2) end
-IO.puts("\nratio jit / eager (build): 1 op #{ratio.("1 op, 4 inputs: jit replay build", "1 op, 4 inputs: eager build")}, " <>
-  "10 ops #{ratio.("10 ops, 4 inputs: jit replay build", "10 ops, 4 inputs: eager build")}")
+
+IO.puts(
+  "\nratio jit / eager (build): 1 op #{ratio.("1 op, 4 inputs: jit replay build", "1 op, 4 inputs: eager build")}, " <>
+    "10 ops #{ratio.("10 ops, 4 inputs: jit replay build", "10 ops, 4 inputs: eager build")}"
+)

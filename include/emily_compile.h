@@ -95,12 +95,12 @@ em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
                          em_array **outputs_out);
 
 typedef struct em_program_stats {
-    size_t nodes_before;      /* traced op nodes (placeholders not counted) */
-    size_t nodes_after;       /* op nodes replayed per run */
-    size_t cse_merged;        /* nodes removed as common subexpressions */
-    size_t constants;         /* arrays with data captured by reference */
-    size_t constants_merged;  /* duplicate constants merged */
-    int fused_kernels;        /* kernels made by the fusion pass */
+    size_t nodes_before;     /* traced op nodes (placeholders not counted) */
+    size_t nodes_after;      /* op nodes replayed per run */
+    size_t cse_merged;       /* nodes removed as common subexpressions */
+    size_t constants;        /* arrays with data captured by reference */
+    size_t constants_merged; /* duplicate constants merged */
+    int fused_kernels;       /* kernels made by the fusion pass */
 } em_program_stats;
 
 void em_program_get_stats(const em_program *p, em_program_stats *out);
@@ -115,8 +115,8 @@ void em_program_get_stats(const em_program *p, em_program_stats *out);
  * are passed to each run after the state.
  * The programs are kept alive by the outputs. When evaluated, each
  * iteration replays and evaluates the programs. */
-em_status em_while(em_program *cond, em_program *body,
-                   em_array *const *initial, size_t n, em_array **outputs);
+em_status em_while(em_program *cond, em_program *body, em_array *const *initial,
+                   size_t n, em_array **outputs);
 
 #ifdef __cplusplus
 }

@@ -502,8 +502,8 @@ static em_status bind_input(const em_program *p, size_t i, em_array *given,
         *out = given;
         return EM_OK;
     }
-    return em__node_new(&relayout_prim, given->dtype, given->shape,
-                        given->ndim, &given, 1, out);
+    return em__node_new(&relayout_prim, given->dtype, given->shape, given->ndim,
+                        &given, 1, out);
 }
 
 em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
@@ -513,8 +513,8 @@ em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
     const em__tape *t = &p->tape;
     if (n_in != t->ninputs)
         return em__fail(EM_ERR_ARGUMENT,
-                        "program_run: expected %zu inputs, got %zu",
-                        t->ninputs, n_in);
+                        "program_run: expected %zu inputs, got %zu", t->ninputs,
+                        n_in);
     size_t nslots = slot_count(p);
     em_array *small[64];
     em_array **values = small;

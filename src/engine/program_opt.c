@@ -155,8 +155,7 @@ static void hash_index_free(hash_index *h) {
 /* Finds an entry with `hash` for which same(ctx, index) holds; else adds
  * `index` under `hash` and returns SIZE_MAX. The table never fills: it was
  * sized for every index that may be added. */
-static size_t hash_index_find_or_add(hash_index *h, uint64_t hash,
-                                     size_t index,
+static size_t hash_index_find_or_add(hash_index *h, uint64_t hash, size_t index,
                                      bool (*same)(void *ctx, size_t other),
                                      void *ctx) {
     size_t j = (size_t)hash & (h->cap - 1);

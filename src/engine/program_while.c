@@ -157,8 +157,7 @@ static em_status check_programs(em_program *cond, em_program *body,
         em_desc d, w;
         if (!initial[i])
             return em__fail(EM_ERR_ARGUMENT, "while: state %zu is NULL", i);
-        const char *which[3] = {"condition input", "body input",
-                                "body output"};
+        const char *which[3] = {"condition input", "body input", "body output"};
         for (int k = 0; k < 3; k++) {
             if (k == 0)
                 em_program_input_info(cond, i, &dt, &shape, &ndim);
@@ -167,18 +166,19 @@ static em_status check_programs(em_program *cond, em_program *body,
             else
                 em_program_output_info(body, i, &dt, &shape, &ndim);
             if (!same_signature(initial[i], dt, shape, ndim)) {
-                return em__fail(
-                    EM_ERR_ARGUMENT, "while: state %zu is %s but %s %zu is %s%s",
-                    i, em__describe(initial[i], &d), which[k], i,
-                    em_dtype_name(dt), em__describe_shape(shape, ndim, &w));
+                return em__fail(EM_ERR_ARGUMENT,
+                                "while: state %zu is %s but %s %zu is %s%s", i,
+                                em__describe(initial[i], &d), which[k], i,
+                                em_dtype_name(dt),
+                                em__describe_shape(shape, ndim, &w));
             }
         }
     }
     return EM_OK;
 }
 
-em_status em_while(em_program *cond, em_program *body,
-                   em_array *const *initial, size_t n, em_array **outputs) {
+em_status em_while(em_program *cond, em_program *body, em_array *const *initial,
+                   size_t n, em_array **outputs) {
     em_status st = check_programs(cond, body, initial, n);
     if (st != EM_OK)
         return st;

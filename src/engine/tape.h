@@ -23,12 +23,14 @@
 #include "internal.h"
 
 typedef struct em__tape {
-    em_array **nodes; /* topological order, each retained; pending template nodes */
+    em_array *
+        *nodes; /* topological order, each retained; pending template nodes */
     size_t len;
     em_array **inputs; /* the placeholders, retained (then the captured
                           outer values, see capture_outer) */
     size_t ninputs;
-    em_array **outputs; /* retained; each is in nodes, an input, or a leaf with data */
+    em_array **
+        outputs; /* retained; each is in nodes, an input, or a leaf with data */
     size_t noutputs;
 } em__tape;
 

@@ -186,8 +186,8 @@ NIF_DECL(while_loop) {
     }
     em_status st = em_while(cond, body, state, n, outs);
     enif_free(state);
-    ERL_NIF_TERM result = st == EM_OK ? make_array_list(&c, outs, n)
-                                      : nif_raise_status(&c, st);
+    ERL_NIF_TERM result =
+        st == EM_OK ? make_array_list(&c, outs, n) : nif_raise_status(&c, st);
     enif_free(outs);
     return result;
 }

@@ -283,8 +283,8 @@ EM_TEST(program_errors) {
     CHECK_ERR(em_program_new(dup, 2, &sum, 1, NULL, &prog), EM_ERR_ARGUMENT,
               "same placeholder");
     em_array *notph[2] = {p, sum};
-    CHECK_ERR(em_program_new(notph, 2, &sum, 1, NULL, &prog),
-              EM_ERR_ARGUMENT, "input 1 (f32[2,3]) is not a placeholder");
+    CHECK_ERR(em_program_new(notph, 2, &sum, 1, NULL, &prog), EM_ERR_ARGUMENT,
+              "input 1 (f32[2,3]) is not a placeholder");
     em_array *ins[2] = {p, q};
     CHECK_OK(em_program_new(ins, 2, &sum, 1, NULL, &prog));
     double v[6] = {0};
@@ -479,7 +479,8 @@ EM_TEST(program_many_inputs_and_nodes) {
         acc = cat;
         for (int k = 0; k < 80; k++) { /* a chain of 80 nodes */
             em_array *next = NULL;
-            CHECK_OK(em_unary(k % 2 ? EM_UNARY_sin : EM_UNARY_tanh, acc, &next));
+            CHECK_OK(
+                em_unary(k % 2 ? EM_UNARY_sin : EM_UNARY_tanh, acc, &next));
             em_array_release(acc);
             acc = next;
         }
