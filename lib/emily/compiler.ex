@@ -228,21 +228,22 @@ defmodule Emily.Compiler do
   # hits}; the counters row is {{:stats, id}, hits_of_evicted, misses,
   # evictions}. A hit is one lookup_element (it copies out only the value,
   # not the larger key) and one update_counter that sets last_used (the
-  # {pos, incr, threshold, set} form: always above -1, so always set) and
-  # counts the hit.
+  # {pos, incr, threshold, set} form: a positive value plus one is above
+  # -1, so it is always set) and counts the hit. last_used values are
+  # positive monotonic unique integers: ordered across processes.
   defp lookup_or_trace(%{id: id} = state, args, refs, sig) do
     key = {id, sig}
 
     case lookup(key) do
       {_program, _out_sig} = found ->
-        now = :erlang.unique_integer([:monotonic])
+        now = :erlang.unique_integer([:monotonic, :positive])
         :ets.update_counter(@table, key, [{3, 1, -1, now}, {4, 1}])
         found
 
       nil ->
         :ets.update_counter(@table, {:stats, id}, {3, 1})
         found = trace(state, args, refs, sig)
-        :ets.insert(@table, {key, found, :erlang.unique_integer([:monotonic]), 0})
+        :ets.insert(@table, {key, found, :erlang.unique_integer([:monotonic, :positive]), 0})
         evict(state)
         found
     end
