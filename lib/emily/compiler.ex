@@ -31,7 +31,10 @@ defmodule Emily.Compiler do
 
   Tensors the function captures from its environment (weights, say) are
   captured by reference when the program is built: a program keeps them
-  alive, and replays use them without copying.
+  alive, and replays use them without copying. A captured tensor that is
+  still lazy (never evaluated) is part of the program instead, and every
+  call computes it again: evaluate weights once (`Emily.eval(w.ref)`) before
+  jitting functions that use them.
 
   The function returns a tensor or a container of tensors (the same kinds
   as arguments); non-tensor values in the result are returned as they were
