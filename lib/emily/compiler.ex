@@ -194,8 +194,8 @@ defmodule Emily.Compiler do
   @spec program_stats(function(), list()) :: map()
   def program_stats(jitted, args) when is_list(args) do
     state = state!(jitted)
-    {refs, sig} = flatten_args(args)
-    {program, _out_sig} = lookup_or_trace(state, args, refs, sig)
+    {_refs, sig} = flatten_args(args)
+    {program, _out_sig} = lookup_or_trace(state, args, sig)
     Native.program_stats(program)
   end
 
@@ -218,7 +218,7 @@ defmodule Emily.Compiler do
 
   defp call({__MODULE__, state}, args) do
     {refs, sig} = flatten_args(args)
-    {program, out_sig} = lookup_or_trace(state, args, refs, sig)
+    {program, out_sig} = lookup_or_trace(state, args, sig)
 
     Emily.Telemetry.span([:emily, :program, :run], %{signature: sig}, fn ->
       outputs = Native.program_run(program, refs)
@@ -234,22 +234,30 @@ defmodule Emily.Compiler do
   # {pos, incr, threshold, set} form: a positive value plus one is above
   # -1, so it is always set) and counts the hit. last_used values are
   # positive monotonic unique integers: ordered across processes.
-  defp lookup_or_trace(%{id: id} = state, args, refs, sig) do
+  defp lookup_or_trace(%{id: id} = state, args, sig) do
     key = {id, sig}
 
     case lookup(key) do
       {_program, _out_sig} = found ->
-        now = :erlang.unique_integer([:monotonic, :positive])
-        :ets.update_counter(@table, key, [{3, 1, -1, now}, {4, 1}])
+        touch(key)
         found
 
       nil ->
         :ets.update_counter(@table, {:stats, id}, {3, 1})
-        found = trace(state, args, refs, sig)
+        found = trace(state, args, sig)
         :ets.insert(@table, {key, found, :erlang.unique_integer([:monotonic, :positive]), 0})
         evict(state)
         found
     end
+  end
+
+  # Another process may have evicted the entry since the lookup: the
+  # program found is still valid (refcounted), only the counters miss it.
+  defp touch(key) do
+    now = :erlang.unique_integer([:monotonic, :positive])
+    :ets.update_counter(@table, key, [{3, 1, -1, now}, {4, 1}])
+  rescue
+    ArgumentError -> :evicted
   end
 
   defp lookup(key) do
@@ -268,7 +276,7 @@ defmodule Emily.Compiler do
     end
   end
 
-  defp trace(%{fun: fun, fuse: fuse}, args, _refs, sig) do
+  defp trace(%{fun: fun, fuse: fuse}, args, sig) do
     start = System.monotonic_time()
     placeholders = placeholders(sig, [])
     {traced_args, []} = build(sig, placeholders)

@@ -261,6 +261,12 @@ defmodule Emily.CompilerTest do
       assert_in_delta T.to_number(T.sum(jitted.(x))), T.to_number(T.sum(fun.(x))), 1.0e-5
     end
 
+    test "a jitted function called while tracing another" do
+      inner = Compiler.jit(fn a -> T.multiply(T.exp(a), 2.0) end)
+      outer_fun = fn a, b -> T.add(inner.(a), b) end
+      assert_same(outer_fun, [rand({3}), rand({3}, {:f, 32}, 2)])
+    end
+
     test "functions of several arities" do
       assert T.to_number(Compiler.jit(fn -> T.tensor(3.0) |> T.exp() end).()) ==
                T.to_number(T.exp(T.tensor(3.0)))
