@@ -90,7 +90,11 @@ void em_program_output_info(const em_program *p, size_t i, em_dtype *dtype,
 /* Replay on `inputs` (n_in arrays, each with the dtype and shape of its
  * placeholder; any layout, evaluated or not). Writes n_out new lazy
  * references to outputs_out. Fails with EM_ERR_ARGUMENT naming the input
- * index, expected and given dtype/shape when they differ. */
+ * index, expected and given dtype/shape when they differ. Views traced on
+ * a placeholder assumed its row-major layout, so an input with another
+ * layout (a strided view, a nonzero offset) is first copied to row-major
+ * by the replayed graph. An output that is a placeholder returns the
+ * caller's input itself; a captured constant, the constant. */
 em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
                          em_array **outputs_out);
 
