@@ -9,6 +9,10 @@
  * final state into its own buffer (each part 16-byte aligned). One view
  * node per state array ("while_part") shares that buffer at the part's
  * offset: a node has one buffer, the loop has n results.
+ *
+ * The loop runs on the thread that evaluates it, with nested evaluations
+ * (em__eval_arrays) of each replay, and packs the state with a host copy:
+ * it is written for the CPU backend.
  */
 #include "ops/copy.h"
 #include "tape.h"

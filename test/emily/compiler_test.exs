@@ -386,6 +386,20 @@ defmodule Emily.CompilerTest do
       assert_raise ArgumentError, ~r/must be an Emily program/, fn ->
         Emily.Native.program_run(out, [])
       end
+
+      assert_raise ArgumentError, ~r/input 0 \(f32\[2,3\]\) is not a placeholder/, fn ->
+        Emily.Native.program_new([out], [out], false, false)
+      end
+
+      assert_raise ArgumentError,
+                   ~r/while: the condition takes 1 inputs and gives 1 outputs, expected 2/,
+                   fn ->
+                     Emily.Native.while_loop(program, program, [out, out])
+                   end
+
+      assert_raise ArgumentError, ~r/while: the condition must give one element/, fn ->
+        Emily.Native.while_loop(program, program, [out])
+      end
     end
   end
 
