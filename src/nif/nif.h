@@ -240,10 +240,21 @@ void nif_leave(void);
     F(from_pointer, 3)                                                         \
     F(copy, 1)
 
+/* Programs (nif_compile.c). */
+#define NIF_COMPILE_FUNCS(F)                                                   \
+    F(placeholder, 2)                                                          \
+    F(program_new, 4)                                                          \
+    F(program_run, 2)                                                          \
+    F(program_stats, 1)                                                        \
+    F(while_loop, 3)
+/* Opens the program resource type (called on load and upgrade). */
+int nif_compile_open_resources(ErlNifEnv *env);
+
 #define NIF_DECLARE(name, arity) NIF_PROTO(name);
 NIF_CORE_FUNCS(NIF_DECLARE)
 NIF_OP_FUNCS(NIF_DECLARE)
 NIF_POINTER_FUNCS(NIF_DECLARE)
+NIF_COMPILE_FUNCS(NIF_DECLARE)
 #undef NIF_DECLARE
 
 /* Generated NIFs (nif_ops.c): one per entry of emily_ops.h's lists, named

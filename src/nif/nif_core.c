@@ -45,7 +45,8 @@ static int open_resources(ErlNifEnv *env) {
                                              array_dtor, flags, NULL);
     nif_stream_type = enif_open_resource_type(env, NULL, "emily_stream",
                                               stream_dtor, flags, NULL);
-    if (!nif_array_type || !nif_stream_type)
+    if (!nif_array_type || !nif_stream_type ||
+        nif_compile_open_resources(env) != 0)
         return -1;
 #define NIF_ATOM_INIT(field, text) atoms.field = enif_make_atom(env, text);
     NIF_ATOMS(NIF_ATOM_INIT)
@@ -581,6 +582,7 @@ NIF_DECL(op_names) {
 #define NIF_ROW(name, arity) {#name, arity, nif_##name, 0},
 static ErlNifFunc nif_funcs[] = {
     NIF_CORE_FUNCS(NIF_ROW) NIF_OP_FUNCS(NIF_ROW) NIF_POINTER_FUNCS(NIF_ROW)
+        NIF_COMPILE_FUNCS(NIF_ROW)
         NIF_GENERATED_FUNCS{"build_info", 0, nif_build_info, 0}};
 #undef NIF_ROW
 
