@@ -1,0 +1,277 @@
+/*
+ * fusion_kernel.c — the interpreter of fused programs (format in fusion.h).
+ *
+ * No code is generated at run time: each instruction calls the kernel its
+ * unfused node would call (elementwise_internal.h), on a tile small enough
+ * to stay in cache, so an elementwise group costs one pass over memory
+ * instead of one per op, and its results are bit-identical to the unfused
+ * ones (same kernel, same per-element arithmetic and rounding). Reductions
+ * fold one contiguous row with the reduction's own leaf kernel, which
+ * matches the unfused fold for rows of up to a leaf (a few thousand
+ * elements) and otherwise may associate differently (error bound of a
+ * float sum: n * eps * sum|x|).
+ *
+ * Work is split into a few units per thread (tiles or rows); each unit has
+ * its own preallocated register scratch, so the parallel body cannot fail.
+ */
+#include "fusion.h"
+
+#include "ops/elementwise_internal.h"
+
+#include <stdlib.h>
+
+/* Elements per tile in elementwise mode: the largest power of two at most
+ * FZ_TILE_MAX whose registers fit in about FZ_TILE_BYTES. */
+#define FZ_TILE_MAX 2048
+#define FZ_TILE_MIN 256
+#define FZ_TILE_BYTES (96 * 1024)
+/* Extra registers for broadcasting narrow sources, one per source slot. */
+#define FZ_BCAST_REGS FZ_MAX_SRC
+
+/* How one load reads its input over a flat range of its space (W or W's
+ * narrow shape): collapsed shape and byte steps. */
+typedef struct fz_load_plan {
+    int ndim;
+    int64_t shape[EM_MAX_NDIM];
+    int64_t step[EM_MAX_NDIM];
+    int64_t esize;
+    const char *base;
+} fz_load_plan;
+
+typedef struct fz_exec {
+    const fz_program *prog;
+    em_ew_kernel kernel[FZ_MAX_INSTR];
+    fz_load_plan *plan; /* one per instruction (used by loads) */
+    char *out;
+    int64_t out_esize;
+    bool out_narrow;
+    int64_t total;    /* elements (elementwise mode) or rows (row mode) */
+    int64_t tile;     /* elements per tile; the row length in row mode */
+    int64_t units;    /* work units */
+    char *scratch;    /* units * unit_bytes */
+    size_t reg_bytes; /* bytes per register */
+    size_t unit_bytes;
+} fz_exec;
+
+static em_ew_kernel fz_kernel_of(const fz_instr *in) {
+    em_dtype d = (em_dtype)in->kdtype;
+    switch ((enum fz_family)in->family) {
+    case FZ_UNARY:
+        return em__unary_kernel(d);
+    case FZ_BINARY:
+        return em__binary_kernel(d);
+    case FZ_SELECT:
+        return em__select_kernel(d);
+    case FZ_CLIP:
+        return em__clip_kernel(d);
+    case FZ_AS_TYPE:
+        return em__as_type_kernel();
+    }
+    return NULL;
+}
+
+/* Plan reading `in`, broadcast (right-aligned) to `space`, in row-major
+ * order of `space`. */
+static void fz_plan_load(fz_load_plan *lp, const em_array *in,
+                         const int64_t *space, int nd) {
+    int64_t row[EM_MAX_NDIM], bcast[EM_MAX_NDIM];
+    em__row_strides(space, nd, row);
+    int lead = nd - in->ndim;
+    for (int d = 0; d < nd; d++) {
+        int j = d - lead;
+        bcast[d] = (j < 0 || in->shape[j] == 1) ? 0 : in->strides[j];
+    }
+    const int64_t *sin[2] = {row, bcast};
+    int64_t collapsed[2][EM_MAX_NDIM];
+    lp->ndim = em__collapse(nd, space, 2, sin, lp->shape, collapsed);
+    lp->esize = (int64_t)em_dtype_size(in->dtype);
+    if (lp->ndim == 0) {
+        lp->ndim = 1;
+        lp->shape[0] = 1;
+        collapsed[1][0] = 0;
+    }
+    for (int d = 0; d < lp->ndim; d++)
+        lp->step[d] = collapsed[1][d] * lp->esize;
+    lp->base = em__data(in);
+}
+
+/* Elements [start, start + count) of the load's space: a pointer straight
+ * into the input when they are one contiguous run, else gathered into
+ * `scratch`. */
+static const void *fz_fetch(const fz_load_plan *lp, int64_t start,
+                            int64_t count, char *scratch) {
+    int nd = lp->ndim, last = nd - 1;
+    int64_t idx[EM_MAX_NDIM], rem = start;
+    for (int d = last; d >= 0; d--) {
+        idx[d] = rem % lp->shape[d];
+        rem /= lp->shape[d];
+    }
+    if (count <= lp->shape[last] - idx[last] && lp->step[last] == lp->esize) {
+        int64_t off = 0;
+        for (int d = 0; d < nd; d++)
+            off += idx[d] * lp->step[d];
+        return lp->base + off;
+    }
+    int64_t pos = 0;
+    while (pos < count) {
+        int64_t off = 0;
+        for (int d = 0; d < nd; d++)
+            off += idx[d] * lp->step[d];
+        int64_t n = lp->shape[last] - idx[last];
+        if (n > count - pos)
+            n = count - pos;
+        em_ew_gather(scratch + pos * lp->esize, lp->base + off, lp->step[last],
+                     lp->esize, n);
+        pos += n;
+        idx[last] += n;
+        for (int d = last; d > 0 && idx[d] == lp->shape[d]; d--) {
+            idx[d] = 0;
+            idx[d - 1]++;
+        }
+    }
+    return scratch;
+}
+
+/* The dtype of an elementwise instruction's source j. */
+static em_dtype fz_src_dtype(const fz_instr *in, int j) {
+    return in->family == FZ_SELECT && j > 0 ? (em_dtype)in->dtype
+                                            : (em_dtype)in->kdtype;
+}
+
+/* Run the program once: wide registers cover `count` elements starting at
+ * flat position `wide_start`; narrow ones the single element `row`. */
+static void fz_run_tile(const fz_exec *ex, char *regs, int64_t wide_start,
+                        int64_t row, int64_t count, char *out_tile) {
+    const fz_program *p = ex->prog;
+    const void *val[FZ_MAX_REGS];
+    for (int k = 0; k < p->ninstr; k++) {
+        const fz_instr *in = &p->instr[k];
+        int64_t n = in->narrow ? 1 : count;
+        char *dst =
+            in->dst < 0 ? out_tile : regs + (size_t)in->dst * ex->reg_bytes;
+        switch ((enum fz_kind)in->kind) {
+        case FZ_LOAD:
+            val[in->dst] =
+                fz_fetch(&ex->plan[k], in->narrow ? row : wide_start, n, dst);
+            continue;
+        case FZ_EW: {
+            const void *src[FZ_MAX_SRC];
+            for (int j = 0; j < in->nsrc; j++) {
+                src[j] = val[in->src[j]];
+                if (((in->src_narrow >> j) & 1) && n > 1) {
+                    /* A per-row value read by a wide op: repeat it. */
+                    char *b = regs + (size_t)(p->nregs + j) * ex->reg_bytes;
+                    em_ew_gather(b, src[j], 0,
+                                 (int64_t)em_dtype_size(fz_src_dtype(in, j)),
+                                 n);
+                    src[j] = b;
+                }
+            }
+            ex->kernel[k](in->op, dst, src, n);
+            break;
+        }
+        case FZ_REDUCE:
+            em__reduce_contiguous((em_reduce_op)in->op, (em_dtype)in->kdtype,
+                                  val[in->src[0]], count, dst);
+            break;
+        }
+        if (in->dst >= 0)
+            val[in->dst] = dst;
+    }
+}
+
+/* em__parallel_for body over work units; unit u owns scratch slot u. */
+static void fz_units(void *ctx, int64_t begin, int64_t end) {
+    const fz_exec *ex = ctx;
+    char *regs = ex->scratch + (size_t)begin * ex->unit_bytes;
+    const fz_program *p = ex->prog;
+    for (int64_t u = begin; u < end; u++) {
+        int64_t lo = ex->total * u / ex->units;
+        int64_t hi = ex->total * (u + 1) / ex->units;
+        if (p->row_mode) {
+            int64_t per_row = ex->out_narrow ? 1 : ex->tile;
+            for (int64_t r = lo; r < hi; r++)
+                fz_run_tile(ex, regs, r * ex->tile, r, ex->tile,
+                            ex->out + r * per_row * ex->out_esize);
+        } else {
+            for (int64_t s = lo; s < hi; s += ex->tile) {
+                int64_t n = hi - s < ex->tile ? hi - s : ex->tile;
+                fz_run_tile(ex, regs, s, 0, n, ex->out + s * ex->out_esize);
+            }
+        }
+    }
+}
+
+static em_status fused_eval(em_array *node) {
+    const fz_program *p = node->params;
+    if (!p || node->params_size < sizeof *p ||
+        node->params_size != fz_program_size(p->ninstr) ||
+        p->ninstr > FZ_MAX_INSTR || p->nregs > FZ_MAX_REGS)
+        return em__fail(EM_ERR_ARGUMENT, "fused: malformed program");
+    em_status st = em__alloc_output(node, node->inputs, node->ninputs);
+    if (st != EM_OK || node->size == 0)
+        return st;
+
+    fz_exec ex;
+    memset(&ex, 0, sizeof ex);
+    ex.prog = p;
+    ex.out = em__data(node);
+    ex.out_esize = (int64_t)em_dtype_size(node->dtype);
+
+    /* The wide space W and its narrow counterpart (last axis 1). */
+    int nd = p->ndim;
+    int64_t narrow[EM_MAX_NDIM];
+    memcpy(narrow, p->shape, sizeof narrow);
+    if (p->row_mode)
+        narrow[nd - 1] = 1;
+    int64_t wide_size = 1;
+    for (int d = 0; d < nd; d++)
+        wide_size *= p->shape[d];
+    if (wide_size == 0)
+        return EM_OK;
+
+    ex.plan = malloc(sizeof *ex.plan * (size_t)p->ninstr);
+    if (!ex.plan)
+        return em__fail(EM_ERR_OOM, "fused: out of memory");
+    for (int k = 0; k < p->ninstr; k++) {
+        const fz_instr *in = &p->instr[k];
+        if (in->kind == FZ_LOAD)
+            fz_plan_load(&ex.plan[k], node->inputs[in->op],
+                         in->narrow ? narrow : p->shape, nd);
+        else if (in->kind == FZ_EW)
+            ex.kernel[k] = fz_kernel_of(in);
+    }
+
+    int threads = em__num_threads();
+    size_t nregs = (size_t)p->nregs + FZ_BCAST_REGS;
+    if (p->row_mode) {
+        ex.tile = p->shape[nd - 1];
+        ex.total = wide_size / ex.tile;
+        ex.out_narrow = node->size == ex.total;
+        ex.units = wide_size < EM_PARALLEL_GRAIN / 2 ? 1 : 4 * threads;
+    } else {
+        ex.tile = FZ_TILE_MAX;
+        while (ex.tile > FZ_TILE_MIN &&
+               nregs * (size_t)ex.tile * (size_t)p->reg_esize > FZ_TILE_BYTES)
+            ex.tile /= 2;
+        ex.total = wide_size;
+        ex.units = wide_size < EM_PARALLEL_GRAIN / 2 ? 1 : 4 * threads;
+    }
+    if (ex.units > ex.total)
+        ex.units = ex.total;
+    ex.reg_bytes = ((size_t)ex.tile * (size_t)p->reg_esize + 63) & ~(size_t)63;
+    ex.unit_bytes = nregs * ex.reg_bytes;
+    ex.scratch = aligned_alloc(64, ex.unit_bytes * (size_t)ex.units);
+    if (!ex.scratch) {
+        free(ex.plan);
+        return em__fail(EM_ERR_OOM, "fused: out of memory for %lld x %zu "
+                                    "bytes of registers",
+                        (long long)ex.units, ex.unit_bytes);
+    }
+    em__parallel_for(ex.units, 1, fz_units, &ex);
+    free(ex.scratch);
+    free(ex.plan);
+    return EM_OK;
+}
+
+const em_prim em__fused_prim = {"fused", fused_eval};
