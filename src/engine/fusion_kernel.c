@@ -95,6 +95,19 @@ static void fz_plan_load(fz_load_plan *lp, const em_array *in,
     lp->base = em__data(in);
 }
 
+/* dst[0..n) = n copies of the `esize`-byte value at src: a few elements
+ * one by one, then doubling memcpys (a scalar fill loop would cost as much
+ * as the op that reads it). */
+static void fz_fill(char *dst, const void *src, int64_t esize, int64_t n) {
+    int64_t have = n < 8 ? n : 8;
+    em_ew_gather(dst, src, 0, esize, have);
+    while (have < n) {
+        int64_t m = have < n - have ? have : n - have;
+        memcpy(dst + have * esize, dst, (size_t)(m * esize));
+        have += m;
+    }
+}
+
 /* Elements [start, start + count) of the load's space: a pointer straight
  * into the input when they are one contiguous run, else gathered into
  * `scratch`. */
@@ -120,8 +133,11 @@ static const void *fz_fetch(const fz_load_plan *lp, int64_t start,
         int64_t n = lp->shape[last] - idx[last];
         if (n > count - pos)
             n = count - pos;
-        em_ew_gather(scratch + pos * lp->esize, lp->base + off, lp->step[last],
-                     lp->esize, n);
+        if (lp->step[last] == 0)
+            fz_fill(scratch + pos * lp->esize, lp->base + off, lp->esize, n);
+        else
+            em_ew_gather(scratch + pos * lp->esize, lp->base + off,
+                         lp->step[last], lp->esize, n);
         pos += n;
         idx[last] += n;
         for (int d = last; d > 0 && idx[d] == lp->shape[d]; d--) {
@@ -161,9 +177,8 @@ static void fz_run_tile(const fz_exec *ex, char *regs, int64_t wide_start,
                 if (((in->src_narrow >> j) & 1) && n > 1) {
                     /* A per-row value read by a wide op: repeat it. */
                     char *b = regs + (size_t)(p->nregs + j) * ex->reg_bytes;
-                    em_ew_gather(b, src[j], 0,
-                                 (int64_t)em_dtype_size(fz_src_dtype(in, j)),
-                                 n);
+                    fz_fill(b, src[j],
+                            (int64_t)em_dtype_size(fz_src_dtype(in, j)), n);
                     src[j] = b;
                 }
             }
@@ -186,8 +201,10 @@ static void fz_units(void *ctx, int64_t begin, int64_t end) {
     char *regs = ex->scratch + (size_t)begin * ex->unit_bytes;
     const fz_program *p = ex->prog;
     for (int64_t u = begin; u < end; u++) {
-        int64_t lo = ex->total * u / ex->units;
-        int64_t hi = ex->total * (u + 1) / ex->units;
+        /* Unit u's share of [0, total), without overflowing total * u. */
+        int64_t q = ex->total / ex->units, rem = ex->total % ex->units;
+        int64_t lo = u * q + (u < rem ? u : rem);
+        int64_t hi = lo + q + (u < rem);
         if (p->row_mode) {
             int64_t per_row = ex->out_narrow ? 1 : ex->tile;
             for (int64_t r = lo; r < hi; r++)
