@@ -200,24 +200,26 @@ static void fz_wide_shape(const fz_pass *ps, size_t root, fz_group *g) {
     if (ps->info[root].kind == FZ_REDUCE) {
         src = r->inputs[0];
     } else if (r->ndim >= 1 && r->shape[r->ndim - 1] == 1) {
-        /* Follow same-shape elementwise inputs down to a reduction. */
-        const em_array *a = r;
-        for (int depth = 0; depth < FZ_MAX_MEMBERS && a; depth++) {
+        /* Search the same-shape elementwise nodes it reads (breadth first,
+         * a bounded number) for a last-axis reduction. */
+        const em_array *queue[FZ_MAX_MEMBERS];
+        int head = 0, tail = 0;
+        queue[tail++] = r;
+        while (head < tail && src == r) {
+            const em_array *a = queue[head++];
             long i = fz_index_of(ps, a);
             if (i < 0)
-                break;
-            if (ps->info[i].kind == FZ_REDUCE && a->ndim == r->ndim) {
-                src = a->inputs[0];
-                break;
+                continue;
+            if (ps->info[i].kind == FZ_REDUCE) {
+                if (a->ndim == r->ndim)
+                    src = a->inputs[0];
+                continue;
             }
             if (ps->info[i].kind != FZ_EW)
-                break;
-            const em_array *next = NULL;
-            for (int k = 0; k < a->ninputs && !next; k++)
-                if (fz_same_shape(a->inputs[k], r->shape, r->ndim) &&
-                    fz_index_of(ps, a->inputs[k]) >= 0)
-                    next = a->inputs[k];
-            a = next;
+                continue;
+            for (int k = 0; k < a->ninputs && tail < FZ_MAX_MEMBERS; k++)
+                if (fz_same_shape(a->inputs[k], r->shape, r->ndim))
+                    queue[tail++] = a->inputs[k];
         }
     }
     g->nd = src->ndim;

@@ -36,8 +36,9 @@ enum fz_family {
 #define FZ_MAX_INSTR 128
 #define FZ_MAX_REGS 32
 #define FZ_MAX_SRC 3
-/* Row mode keeps whole rows in registers: rows between these lengths. */
-#define FZ_MIN_ROW 32
+/* Row mode keeps whole rows in registers: rows between these lengths (a
+ * tile holds several short rows). */
+#define FZ_MIN_ROW 2
 #define FZ_MAX_ROW 16384
 
 typedef struct fz_instr {

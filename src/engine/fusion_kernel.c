@@ -45,8 +45,9 @@ typedef struct fz_exec {
     char *out;
     int64_t out_esize;
     bool out_narrow;
-    int64_t total;    /* elements (elementwise mode) or rows (row mode) */
-    int64_t tile;     /* elements per tile; the row length in row mode */
+    int64_t total; /* elements (elementwise mode) or rows (row mode) */
+    int64_t tile;     /* elements per tile; rows per tile in row mode */
+    int64_t row_len;  /* row mode: elements per row (W's last axis) */
     int64_t units;    /* work units */
     char *scratch;    /* units * unit_bytes */
     size_t reg_bytes; /* bytes per register */
@@ -154,41 +155,54 @@ static em_dtype fz_src_dtype(const fz_instr *in, int j) {
                                             : (em_dtype)in->kdtype;
 }
 
-/* Run the program once: wide registers cover `count` elements starting at
- * flat position `wide_start`; narrow ones the single element `row`. */
+/* Run the program once over one tile. Wide registers cover `wide_count`
+ * elements from flat position `wide_start` of W; narrow ones (row mode)
+ * `rows` elements from row `row_start`, each row being `row_len` wide
+ * elements. */
 static void fz_run_tile(const fz_exec *ex, char *regs, int64_t wide_start,
-                        int64_t row, int64_t count, char *out_tile) {
+                        int64_t wide_count, int64_t row_start, int64_t rows,
+                        char *out_tile) {
     const fz_program *p = ex->prog;
+    int64_t row_len = ex->row_len;
     const void *val[FZ_MAX_REGS];
     for (int k = 0; k < p->ninstr; k++) {
         const fz_instr *in = &p->instr[k];
-        int64_t n = in->narrow ? 1 : count;
+        int64_t n = in->narrow ? rows : wide_count;
         char *dst =
             in->dst < 0 ? out_tile : regs + (size_t)in->dst * ex->reg_bytes;
         switch ((enum fz_kind)in->kind) {
         case FZ_LOAD:
-            val[in->dst] =
-                fz_fetch(&ex->plan[k], in->narrow ? row : wide_start, n, dst);
+            val[in->dst] = fz_fetch(&ex->plan[k],
+                                    in->narrow ? row_start : wide_start, n, dst);
             continue;
         case FZ_EW: {
             const void *src[FZ_MAX_SRC];
             for (int j = 0; j < in->nsrc; j++) {
                 src[j] = val[in->src[j]];
-                if (((in->src_narrow >> j) & 1) && n > 1) {
-                    /* A per-row value read by a wide op: repeat it. */
+                if (((in->src_narrow >> j) & 1) && !in->narrow) {
+                    /* Per-row values read by a wide op: repeat each one
+                     * along its row. */
                     char *b = regs + (size_t)(p->nregs + j) * ex->reg_bytes;
-                    fz_fill(b, src[j],
-                            (int64_t)em_dtype_size(fz_src_dtype(in, j)), n);
+                    int64_t es = (int64_t)em_dtype_size(fz_src_dtype(in, j));
+                    for (int64_t r = 0; r < rows; r++)
+                        fz_fill(b + r * row_len * es,
+                                (const char *)src[j] + r * es, es, row_len);
                     src[j] = b;
                 }
             }
             ex->kernel[k](in->op, dst, src, n);
             break;
         }
-        case FZ_REDUCE:
-            em__reduce_contiguous((em_reduce_op)in->op, (em_dtype)in->kdtype,
-                                  val[in->src[0]], count, dst);
+        case FZ_REDUCE: {
+            int64_t ies = (int64_t)em_dtype_size((em_dtype)in->kdtype);
+            int64_t oes = (int64_t)em_dtype_size((em_dtype)in->dtype);
+            for (int64_t r = 0; r < rows; r++)
+                em__reduce_contiguous(
+                    (em_reduce_op)in->op, (em_dtype)in->kdtype,
+                    (const char *)val[in->src[0]] + r * row_len * ies, row_len,
+                    dst + r * oes);
             break;
+        }
         }
         if (in->dst >= 0)
             val[in->dst] = dst;
@@ -205,15 +219,14 @@ static void fz_units(void *ctx, int64_t begin, int64_t end) {
         int64_t q = ex->total / ex->units, rem = ex->total % ex->units;
         int64_t lo = u * q + (u < rem ? u : rem);
         int64_t hi = lo + q + (u < rem);
-        if (p->row_mode) {
-            int64_t per_row = ex->out_narrow ? 1 : ex->tile;
-            for (int64_t r = lo; r < hi; r++)
-                fz_run_tile(ex, regs, r * ex->tile, r, ex->tile,
-                            ex->out + r * per_row * ex->out_esize);
-        } else {
-            for (int64_t s = lo; s < hi; s += ex->tile) {
-                int64_t n = hi - s < ex->tile ? hi - s : ex->tile;
-                fz_run_tile(ex, regs, s, 0, n, ex->out + s * ex->out_esize);
+        for (int64_t s = lo; s < hi; s += ex->tile) {
+            int64_t n = hi - s < ex->tile ? hi - s : ex->tile;
+            if (p->row_mode) {
+                int64_t out_pos = ex->out_narrow ? s : s * ex->row_len;
+                fz_run_tile(ex, regs, s * ex->row_len, n * ex->row_len, s, n,
+                            ex->out + out_pos * ex->out_esize);
+            } else {
+                fz_run_tile(ex, regs, s, n, 0, 0, ex->out + s * ex->out_esize);
             }
         }
     }
@@ -262,8 +275,11 @@ static em_status fused_eval(em_array *node) {
     int threads = em__num_threads();
     size_t nregs = (size_t)p->nregs + FZ_BCAST_REGS;
     if (p->row_mode) {
-        ex.tile = p->shape[nd - 1];
-        ex.total = wide_size / ex.tile;
+        /* Tiles of whole rows: as many as fit FZ_TILE_MAX elements, at
+         * least one. */
+        ex.row_len = p->shape[nd - 1];
+        ex.total = wide_size / ex.row_len;
+        ex.tile = ex.row_len >= FZ_TILE_MAX ? 1 : FZ_TILE_MAX / ex.row_len;
         ex.out_narrow = node->size == ex.total;
         ex.units = wide_size < EM_PARALLEL_GRAIN / 2 ? 1 : 4 * threads;
     } else {
@@ -276,7 +292,9 @@ static em_status fused_eval(em_array *node) {
     }
     if (ex.units > ex.total)
         ex.units = ex.total;
-    ex.reg_bytes = ((size_t)ex.tile * (size_t)p->reg_esize + 63) & ~(size_t)63;
+    int64_t tile_elems = p->row_mode ? ex.tile * ex.row_len : ex.tile;
+    ex.reg_bytes =
+        ((size_t)tile_elems * (size_t)p->reg_esize + 63) & ~(size_t)63;
     ex.unit_bytes = nregs * ex.reg_bytes;
     ex.scratch = aligned_alloc(64, ex.unit_bytes * (size_t)ex.units);
     if (!ex.scratch) {

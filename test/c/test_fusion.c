@@ -583,3 +583,93 @@ EM_TEST(fusion_long_row_sum_bound) {
     CHECK(r.fused == 1);
     em_array_release(in[0]);
 }
+
+/* Short rows: a tile holds several rows (and 3-D inputs). */
+EM_TEST(fusion_softmax_short_rows) {
+    int64_t shapes[][3] = {{1000, 7, 0}, {33, 2, 0}, {5, 3, 17}, {70, 3000, 0}};
+    int nds[] = {2, 2, 3, 2};
+    for (size_t d = 0; d < N_OF(FLOATS); d++)
+        for (size_t s = 0; s < N_OF(shapes); s++) {
+            em_array *in[1] = {leaf(shapes[s], nds[s], FLOATS[d], -5, 5, false)};
+            fuse_result r = check_fused(__LINE__, softmax_graph, in, 0,
+                                        sum_tol(FLOATS[d], 0));
+            CHECK(r.fused == 1 && r.len_after == 1);
+            em_array_release(in[0]);
+        }
+}
+
+/* A per-row value computed inside the group without any reduction:
+ * exp(x) * (p + q) with p, q of shape [R, 1]; and one per-row root. */
+static int row_broadcast_graph(em_array *const *in, em_array **out, int root) {
+    em_array *pq = bin(EM_BINARY_add, in[1], in[2]);
+    if (root) { /* (p + q) * p, all per-row, fed by a row max */
+        em_array *m = reduce_last(EM_REDUCE_max, un(EM_UNARY_exp, in[0]), true);
+        out[0] = bin_(EM_BINARY_multiply, bin_(EM_BINARY_add, pq, m), ref(in[1]));
+        return 1;
+    }
+    out[0] = bin_(EM_BINARY_multiply, un(EM_UNARY_exp, in[0]), pq);
+    return 1;
+}
+
+EM_TEST(fusion_row_broadcast_members) {
+    int64_t sx[2] = {300, 50}, sp[2] = {300, 1};
+    for (size_t d = 0; d < N_OF(FLOATS); d++) {
+        em_array *in[3] = {leaf(sx, 2, FLOATS[d], -2, 2, false),
+                           leaf(sp, 2, FLOATS[d], -2, 2, false),
+                           leaf(sp, 2, FLOATS[d], -2, 2, false)};
+        fuse_result r = check_fused(__LINE__, row_broadcast_graph, in, 0, -1);
+        CHECK(r.fused == 1 && r.len_after == 1);
+        r = check_fused(__LINE__, row_broadcast_graph, in, 1, -1);
+        CHECK(r.fused == 1 && r.len_after == 1);
+        for (int i = 0; i < 3; i++)
+            em_array_release(in[i]);
+    }
+}
+
+/* Complex values, and abs of a complex giving its real dtype. */
+static int complex_graph(em_array *const *in, em_array **out, int unused) {
+    em_array *t = bin(EM_BINARY_multiply, in[0], in[1]);
+    t = un_(EM_UNARY_exp, bin_(EM_BINARY_add, t, ref(in[0])));
+    t = un_(EM_UNARY_conjugate, t);
+    out[0] = un_(EM_UNARY_abs, t);
+    return 1;
+}
+
+EM_TEST(fusion_complex_chain) {
+    int64_t s[1] = {3000};
+    const em_dtype cdt[] = {EM_C64, EM_C128};
+    for (size_t d = 0; d < N_OF(cdt); d++) {
+        em_array *re = leaf(s, 1, EM_F64, -1, 1, false),
+                 *im = leaf(s, 1, EM_F64, -1, 1, false), *z = NULL, *w = NULL;
+        em_array *i1 = NULL;
+        CHECK_OK(em_as_type(im, cdt[d], &i1));
+        em_array *iu = NULL, *unit = NULL;
+        double j[2] = {0, 1};
+        CHECK_OK(em_scalar(j, EM_C128, &iu));
+        CHECK_OK(em_as_type(iu, cdt[d], &unit));
+        CHECK_OK(em_as_type(re, cdt[d], &z));
+        em_array *zi = bin(EM_BINARY_multiply, i1, unit);
+        CHECK_OK(em_binary(EM_BINARY_add, z, zi, &w));
+        CHECK_OK(em_eval(&w, 1));
+        em_array *in[2] = {w, unit};
+        CHECK_OK(em_eval(&unit, 1));
+        fuse_result r = check_fused(__LINE__, complex_graph, in, 0, -1);
+        CHECK(r.fused == 1 && r.len_after == 1);
+        em_array *all[] = {re, im, z, w, i1, iu, unit, zi};
+        for (size_t k = 0; k < N_OF(all); k++)
+            em_array_release(all[k]);
+    }
+}
+
+/* A fused node whose params are not a program fails with ArgumentError's
+ * status instead of reading out of bounds. */
+EM_TEST(fusion_malformed_program_is_an_error) {
+    int64_t s[1] = {4};
+    em_array *x = leaf(s, 1, EM_F32, 0, 1, false), *bad = NULL;
+    int junk[3] = {1000, 0, 0};
+    CHECK_OK(em__node_new_params(&em__fused_prim, EM_F32, s, 1, &x, 1, junk,
+                                 sizeof junk, &bad));
+    CHECK_ERR(em_eval(&bad, 1), EM_ERR_ARGUMENT, "fused: malformed program");
+    em_array_release(bad);
+    em_array_release(x);
+}
