@@ -343,6 +343,7 @@ static int fz_load(fz_builder *b, em_array *a, bool narrow) {
     in->dtype = (uint8_t)a->dtype;
     in->kdtype = (uint8_t)a->dtype;
     in->narrow = narrow;
+    in->invariant = a->size == 1;
     in->op = e;
     b->load_ext[b->nloads] = e;
     b->load_narrow[b->nloads] = narrow;
@@ -366,7 +367,7 @@ static bool fz_assign_registers(fz_builder *b, int *nregs_out) {
         fz_instr *in = &b->instr[k];
         if (k == b->ninstr - 1) {
             reg[k] = -1;
-        } else if (nfree > 0) {
+        } else if (nfree > 0 && !in->invariant) {
             reg[k] = free_regs[--nfree];
         } else {
             if (nregs == FZ_MAX_REGS)
@@ -379,7 +380,8 @@ static bool fz_assign_registers(fz_builder *b, int *nregs_out) {
             bool repeated = false;
             for (int i = 0; i < j; i++)
                 repeated = repeated || b->instr[k].src[i] == reg[v];
-            if (last_use[v] == k && !repeated)
+            /* An invariant load keeps its register: later tiles reuse it. */
+            if (last_use[v] == k && !repeated && !b->instr[v].invariant)
                 free_regs[nfree++] = reg[v];
         }
         in->dst = (int16_t)reg[k];

@@ -49,7 +49,8 @@ typedef struct fz_instr {
     uint8_t narrow;     /* row mode: one element per row */
     uint8_t nsrc;       /* source registers */
     uint8_t src_narrow; /* bit j: source j is narrow (broadcast it) */
-    uint8_t pad;
+    uint8_t invariant;  /* FZ_LOAD of one element: filled once per unit, in
+                           a register of its own */
     int16_t dst; /* register; -1 = the node's output */
     int16_t src[FZ_MAX_SRC];
     int32_t op; /* kernel op; reduce op; FZ_LOAD: index into node->inputs */

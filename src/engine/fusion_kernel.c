@@ -158,13 +158,14 @@ static em_dtype fz_src_dtype(const fz_instr *in, int j) {
 /* Run the program once over one tile. Wide registers cover `wide_count`
  * elements from flat position `wide_start` of W; narrow ones (row mode)
  * `rows` elements from row `row_start`, each row being `row_len` wide
- * elements. */
-static void fz_run_tile(const fz_exec *ex, char *regs, int64_t wide_start,
-                        int64_t wide_count, int64_t row_start, int64_t rows,
-                        char *out_tile) {
+ * elements. val[] holds each register's current data (kept across the
+ * tiles of a unit for invariant loads); `first` marks a unit's first
+ * tile. */
+static void fz_run_tile(const fz_exec *ex, char *regs, const void **val,
+                        bool first, int64_t wide_start, int64_t wide_count,
+                        int64_t row_start, int64_t rows, char *out_tile) {
     const fz_program *p = ex->prog;
     int64_t row_len = ex->row_len;
-    const void *val[FZ_MAX_REGS];
     for (int k = 0; k < p->ninstr; k++) {
         const fz_instr *in = &p->instr[k];
         int64_t n = in->narrow ? rows : wide_count;
@@ -172,6 +173,10 @@ static void fz_run_tile(const fz_exec *ex, char *regs, int64_t wide_start,
             in->dst < 0 ? out_tile : regs + (size_t)in->dst * ex->reg_bytes;
         switch ((enum fz_kind)in->kind) {
         case FZ_LOAD:
+            /* A unit's first tile is its largest: an invariant load filled
+             * then covers every later tile. */
+            if (in->invariant && !first)
+                continue;
             val[in->dst] = fz_fetch(&ex->plan[k],
                                     in->narrow ? row_start : wide_start, n, dst);
             continue;
@@ -214,6 +219,7 @@ static void fz_units(void *ctx, int64_t begin, int64_t end) {
     const fz_exec *ex = ctx;
     char *regs = ex->scratch + (size_t)begin * ex->unit_bytes;
     const fz_program *p = ex->prog;
+    const void *val[FZ_MAX_REGS];
     for (int64_t u = begin; u < end; u++) {
         /* Unit u's share of [0, total), without overflowing total * u. */
         int64_t q = ex->total / ex->units, rem = ex->total % ex->units;
@@ -223,10 +229,12 @@ static void fz_units(void *ctx, int64_t begin, int64_t end) {
             int64_t n = hi - s < ex->tile ? hi - s : ex->tile;
             if (p->row_mode) {
                 int64_t out_pos = ex->out_narrow ? s : s * ex->row_len;
-                fz_run_tile(ex, regs, s * ex->row_len, n * ex->row_len, s, n,
+                fz_run_tile(ex, regs, val, s == lo, s * ex->row_len,
+                            n * ex->row_len, s, n,
                             ex->out + out_pos * ex->out_esize);
             } else {
-                fz_run_tile(ex, regs, s, n, 0, 0, ex->out + s * ex->out_esize);
+                fz_run_tile(ex, regs, val, s == lo, s, n, 0, 0,
+                            ex->out + s * ex->out_esize);
             }
         }
     }
