@@ -10,11 +10,14 @@
  * program over tiles of the output:
  *   - elementwise mode: tiles of a few thousand consecutive elements of the
  *     row-major output, so that every register stays in L1/L2;
- *   - row mode (a reduction or a row-broadcast value inside the group):
- *     one row of the "wide" shape W at a time. Wide registers hold the row
- *     (W[-1] elements), narrow ones one element per row (shape W with its
- *     last axis 1); a reduction turns a wide register into a narrow one, and
- *     an elementwise op reading a narrow register broadcasts it.
+ *   - row mode (a reduction or a per-row value inside the group): tiles of
+ *     whole rows of the "wide" shape W (one long row, or as many short rows
+ *     as fit a tile). Wide registers hold the rows (W[-1] elements each),
+ *     narrow ones one element per row (shape W with its last axis 1); a
+ *     reduction turns a wide register into a narrow one, and an elementwise
+ *     op reading a narrow register repeats each value along its row.
+ * A load of a one-element input is "invariant": filled on a work unit's
+ * first tile into a register of its own and reused by its later tiles.
  * The params are plain bytes (no pointers) so the node can be cloned and
  * compared byte for byte.
  */

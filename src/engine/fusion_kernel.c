@@ -6,13 +6,14 @@
  * to stay in cache, so an elementwise group costs one pass over memory
  * instead of one per op, and its results are bit-identical to the unfused
  * ones (same kernel, same per-element arithmetic and rounding). Reductions
- * fold one contiguous row with the reduction's own leaf kernel, which
- * matches the unfused fold for rows of up to a leaf (a few thousand
- * elements) and otherwise may associate differently (error bound of a
- * float sum: n * eps * sum|x|).
+ * fold each contiguous row with the reduction's own kernels, in the order
+ * the unfused reduction folds one output (em__reduce_contiguous); results
+ * differ only where the unfused reduction splits a few long rows across
+ * threads, and stay within a float sum's bound n * eps * sum|x|.
  *
- * Work is split into a few units per thread (tiles or rows); each unit has
- * its own preallocated register scratch, so the parallel body cannot fail.
+ * Work is split into a few units per thread (ranges of elements, or of
+ * rows, cut into tiles); each unit has its own preallocated register
+ * scratch, so the parallel body cannot fail.
  */
 #include "fusion.h"
 
@@ -240,11 +241,55 @@ static void fz_units(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+/* Whether node->params is a program this interpreter can run safely on
+ * node->inputs (the pass only makes such programs; this guards copies). */
+static bool fz_valid(const em_array *node) {
+    const fz_program *p = node->params;
+    if (!p || node->params_size < sizeof *p || p->ninstr < 1 ||
+        p->ninstr > FZ_MAX_INSTR ||
+        node->params_size != fz_program_size(p->ninstr) || p->nregs < 0 ||
+        p->nregs > FZ_MAX_REGS || p->ndim < 0 || p->ndim > EM_MAX_NDIM ||
+        (p->row_mode && p->ndim < 1) || p->reg_esize < 1 ||
+        p->reg_esize > 16)
+        return false;
+    for (int d = 0; d < p->ndim; d++)
+        if (p->shape[d] < 0 || (p->row_mode && d == p->ndim - 1 &&
+                                p->shape[d] < 1))
+            return false;
+    for (int k = 0; k < p->ninstr; k++) {
+        const fz_instr *in = &p->instr[k];
+        bool last = k == p->ninstr - 1;
+        if (!em_dtype_is_valid(in->dtype) || !em_dtype_is_valid(in->kdtype) ||
+            (last ? in->dst != -1 : in->dst < 0 || in->dst >= p->nregs) ||
+            in->nsrc > FZ_MAX_SRC || (in->narrow && !p->row_mode))
+            return false;
+        for (int j = 0; j < in->nsrc; j++)
+            if (in->src[j] < 0 || in->src[j] >= p->nregs)
+                return false;
+        switch (in->kind) {
+        case FZ_LOAD:
+            if (last || in->op < 0 || in->op >= node->ninputs ||
+                node->inputs[in->op]->dtype != in->dtype)
+                return false;
+            break;
+        case FZ_EW:
+            if (in->family > FZ_AS_TYPE || !fz_kernel_of(in))
+                return false;
+            break;
+        case FZ_REDUCE:
+            if (in->nsrc != 1 || in->op < 0 || in->op >= EM_REDUCE_COUNT)
+                return false;
+            break;
+        default:
+            return false;
+        }
+    }
+    return true;
+}
+
 static em_status fused_eval(em_array *node) {
     const fz_program *p = node->params;
-    if (!p || node->params_size < sizeof *p ||
-        node->params_size != fz_program_size(p->ninstr) ||
-        p->ninstr > FZ_MAX_INSTR || p->nregs > FZ_MAX_REGS)
+    if (!fz_valid(node))
         return em__fail(EM_ERR_ARGUMENT, "fused: malformed program");
     em_status st = em__alloc_output(node, node->inputs, node->ninputs);
     if (st != EM_OK || node->size == 0)

@@ -671,5 +671,37 @@ EM_TEST(fusion_malformed_program_is_an_error) {
                                  sizeof junk, &bad));
     CHECK_ERR(em_eval(&bad, 1), EM_ERR_ARGUMENT, "fused: malformed program");
     em_array_release(bad);
+
+    /* A real program with one field corrupted at a time. */
+    em_array *y = un_(EM_UNARY_exp, un(EM_UNARY_negate, x));
+    em__tape tape;
+    memset(&tape, 0, sizeof tape);
+    CHECK_OK(em__topo_order(&y, 1, &tape.nodes, &tape.len));
+    tape.outputs = &y;
+    tape.noutputs = 1;
+    int nf = 0;
+    CHECK_OK(em__fuse_tape(&tape, &nf));
+    CHECK(nf == 1 && y->prim == &em__fused_prim);
+    for (int field = 0; field < 4 && nf == 1; field++) {
+        fz_program *p = malloc(y->params_size);
+        memcpy(p, y->params, y->params_size);
+        switch (field) {
+        case 0: p->instr[0].op = 5; break;          /* load of input 5 */
+        case 1: p->instr[1].dst = FZ_MAX_REGS; break; /* register range */
+        case 2: p->ninstr = FZ_MAX_INSTR + 1; break;
+        default: p->instr[2].kind = 9; break;       /* unknown kind */
+        }
+        CHECK_OK(em__node_new_params(&em__fused_prim, EM_F32, s, 1, y->inputs,
+                                     y->ninputs, p, y->params_size, &bad));
+        CHECK_ERR(em_eval(&bad, 1), EM_ERR_ARGUMENT,
+                  "fused: malformed program");
+        em_array_release(bad);
+        free(p);
+    }
+    CHECK_OK(em_eval(&y, 1));
+    for (size_t i = 0; i < tape.len; i++)
+        em_array_release(tape.nodes[i]);
+    free(tape.nodes);
+    em_array_release(y);
     em_array_release(x);
 }
