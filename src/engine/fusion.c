@@ -34,12 +34,13 @@ typedef struct fz_node {
     uint8_t kind;   /* FZ_EW, FZ_REDUCE, or 0xff: not fusable */
     uint8_t family; /* FZ_EW */
     uint8_t kdtype;
+    uint8_t nred; /* FZ_REDUCE: how many trailing axes it reduces */
     int32_t op;
 } fz_node;
 #define FZ_NOT_FUSABLE 0xff
 
 static fz_node fz_classify(const em_array *a) {
-    fz_node f = {FZ_NOT_FUSABLE, 0, 0, 0};
+    fz_node f = {FZ_NOT_FUSABLE, 0, 0, 0, 0};
     int op;
     em_dtype kd;
     if (!a->prim || atomic_load(&((em_array *)a)->state) != EM_NODE_PENDING)
@@ -65,9 +66,14 @@ static fz_node fz_classify(const em_array *a) {
     if (em__reduce_op_of(a, &rop, &mask) && a->ninputs == 1 &&
         (rop == EM_REDUCE_sum || rop == EM_REDUCE_product ||
          rop == EM_REDUCE_max || rop == EM_REDUCE_min)) {
+        /* The reduced axes must be the trailing ones: each output is then
+         * one contiguous run of W. */
         const em_array *in = a->inputs[0];
-        if (in->ndim >= 1 && mask == 1u << (in->ndim - 1)) {
+        int k = __builtin_popcount(mask);
+        unsigned all = (1u << in->ndim) - 1;
+        if (k >= 1 && mask == (all & ~((1u << (in->ndim - k)) - 1))) {
             f.kind = FZ_REDUCE;
+            f.nred = (uint8_t)k;
             f.kdtype = (uint8_t)in->dtype;
             f.op = (int32_t)rop;
         }
@@ -184,51 +190,67 @@ typedef struct fz_group {
     long root;
     int nd;
     int64_t wide[EM_MAX_NDIM];   /* W */
-    int64_t narrow[EM_MAX_NDIM]; /* W with its last axis 1 */
+    int64_t narrow[EM_MAX_NDIM]; /* W with its nred trailing axes 1 */
+    int nred;                    /* axes that make a row (row mode) */
     bool rows_ok;                /* per-row members allowed */
     size_t members[FZ_MAX_MEMBERS];
     bool member_narrow[FZ_MAX_MEMBERS];
     int nmembers;
 } fz_group;
 
-/* The wide shape of a group rooted at `root`: a reduction's input shape; an
- * elementwise root's own shape, unless it is per-row (last axis 1) and is
- * computed from a last-axis reduction, whose input shape is then W. */
+/* The wide shape W of a group rooted at `root` and its row (the nred
+ * trailing axes a reduction folds): a reduction root's input shape and
+ * axes. An elementwise root searches the elementwise nodes it reads
+ * (breadth first, a bounded number) for a reduction that keeps its axes:
+ * if that reduction reads the root's shape, W is the root's shape (the
+ * root is wide, like a softmax); if it gives the root's shape, W is the
+ * reduction's input (the root is per-row, like a variance). Without one,
+ * W is the root's shape and a row its last axis. */
 static void fz_wide_shape(const fz_pass *ps, size_t root, fz_group *g) {
     const em_array *r = ps->tape->nodes[root];
     const em_array *src = r;
+    g->nred = 1;
     if (ps->info[root].kind == FZ_REDUCE) {
         src = r->inputs[0];
-    } else if (r->ndim >= 1 && r->shape[r->ndim - 1] == 1) {
-        /* Search the same-shape elementwise nodes it reads (breadth first,
-         * a bounded number) for a last-axis reduction. */
+        g->nred = ps->info[root].nred;
+    } else {
         const em_array *queue[FZ_MAX_MEMBERS];
         int head = 0, tail = 0;
+        bool found = false;
         queue[tail++] = r;
-        while (head < tail && src == r) {
+        while (head < tail && !found) {
             const em_array *a = queue[head++];
             long i = fz_index_of(ps, a);
             if (i < 0)
                 continue;
             if (ps->info[i].kind == FZ_REDUCE) {
-                if (a->ndim == r->ndim)
-                    src = a->inputs[0];
+                const em_array *in = a->inputs[0];
+                if (a->ndim != in->ndim)
+                    continue;
+                if (fz_same_shape(in, r->shape, r->ndim) ||
+                    fz_same_shape(a, r->shape, r->ndim)) {
+                    src = in;
+                    g->nred = ps->info[i].nred;
+                    found = true;
+                }
                 continue;
             }
             if (ps->info[i].kind != FZ_EW)
                 continue;
             for (int k = 0; k < a->ninputs && tail < FZ_MAX_MEMBERS; k++)
-                if (fz_same_shape(a->inputs[k], r->shape, r->ndim))
-                    queue[tail++] = a->inputs[k];
+                queue[tail++] = a->inputs[k];
         }
     }
     g->nd = src->ndim;
     memcpy(g->wide, src->shape, sizeof(int64_t) * (size_t)src->ndim);
     memcpy(g->narrow, src->shape, sizeof(int64_t) * (size_t)src->ndim);
     g->rows_ok = false;
-    if (g->nd >= 1) {
-        int64_t len = g->wide[g->nd - 1];
-        g->narrow[g->nd - 1] = 1;
+    if (g->nd >= g->nred) {
+        int64_t len = 1;
+        for (int d = g->nd - g->nred; d < g->nd; d++) {
+            len = len <= FZ_MAX_ROW ? len * g->wide[d] : len;
+            g->narrow[d] = 1;
+        }
         g->rows_ok = len >= FZ_MIN_ROW && len <= FZ_MAX_ROW;
     }
 }
@@ -248,13 +270,14 @@ static bool fz_can_join(const fz_pass *ps, const fz_group *g, size_t i,
                 return false;
     }
     if (f->kind == FZ_REDUCE) {
-        if (!g->rows_ok || !fz_same_shape(a->inputs[0], g->wide, g->nd))
+        if (!g->rows_ok || f->nred != g->nred ||
+            !fz_same_shape(a->inputs[0], g->wide, g->nd))
             return false;
         *narrow = true;
-        /* Dropping the axis only works for the root: a consumer would
-         * broadcast the result against the wrong axis. */
+        /* Dropping the axes only works for the root: a consumer would
+         * broadcast the result against the wrong axes. */
         return fz_same_shape(a, g->narrow, g->nd) ||
-               (is_root && fz_same_shape(a, g->narrow, g->nd - 1));
+               (is_root && fz_same_shape(a, g->narrow, g->nd - g->nred));
     }
     if (fz_same_shape(a, g->wide, g->nd)) {
         *narrow = false;
@@ -445,6 +468,7 @@ static bool fz_build(const fz_pass *ps, const fz_group *g, fz_builder *b,
     head->ninstr = b->ninstr;
     head->nregs = nregs;
     head->row_mode = row_mode;
+    head->nred = row_mode ? g->nred : 0;
     head->ndim = g->nd;
     memcpy(head->shape, g->wide, sizeof(int64_t) * (size_t)g->nd);
     int esize = 1;

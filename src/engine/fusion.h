@@ -11,9 +11,10 @@
  *   - elementwise mode: tiles of a few thousand consecutive elements of the
  *     row-major output, so that every register stays in L1/L2;
  *   - row mode (a reduction or a per-row value inside the group): tiles of
- *     whole rows of the "wide" shape W (one long row, or as many short rows
- *     as fit a tile). Wide registers hold the rows (W[-1] elements each),
- *     narrow ones one element per row (shape W with its last axis 1); a
+ *     whole rows of the "wide" shape W, a row being its last nred axes (one
+ *     long row, or as many short rows as fit a tile). Wide registers hold
+ *     the rows, narrow ones one element per row (shape W with its last
+ *     nred axes 1); a
  *     reduction turns a wide register into a narrow one, and an elementwise
  *     op reading a narrow register repeats each value along its row.
  * A load of a one-element input is "invariant": filled on a work unit's
@@ -65,7 +66,7 @@ typedef struct fz_program {
     int32_t row_mode;
     int32_t reg_esize; /* bytes per element of the widest register */
     int32_t ndim;      /* the wide shape W (row mode) / the output shape */
-    int32_t pad;
+    int32_t nred;      /* row mode: a row is W's last nred axes */
     int64_t shape[EM_MAX_NDIM];
     fz_instr instr[];
 } fz_program;

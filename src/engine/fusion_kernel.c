@@ -48,7 +48,7 @@ typedef struct fz_exec {
     bool out_narrow;
     int64_t total; /* elements (elementwise mode) or rows (row mode) */
     int64_t tile;     /* elements per tile; rows per tile in row mode */
-    int64_t row_len;  /* row mode: elements per row (W's last axis) */
+    int64_t row_len;  /* row mode: elements per row (W's last nred axes) */
     int64_t units;    /* work units */
     char *scratch;    /* units * unit_bytes */
     size_t reg_bytes; /* bytes per register */
@@ -252,9 +252,11 @@ static bool fz_valid(const em_array *node) {
         (p->row_mode && p->ndim < 1) || p->reg_esize < 1 ||
         p->reg_esize > 16)
         return false;
+    if (p->row_mode && (p->nred < 1 || p->nred > p->ndim))
+        return false;
     for (int d = 0; d < p->ndim; d++)
-        if (p->shape[d] < 0 || (p->row_mode && d == p->ndim - 1 &&
-                                p->shape[d] < 1))
+        if (p->shape[d] < 0 ||
+            (p->row_mode && d >= p->ndim - p->nred && p->shape[d] < 1))
             return false;
     for (int k = 0; k < p->ninstr; k++) {
         const fz_instr *in = &p->instr[k];
@@ -303,10 +305,12 @@ static em_status fused_eval(em_array *node) {
 
     /* The wide space W and its narrow counterpart (last axis 1). */
     int nd = p->ndim;
-    int64_t narrow[EM_MAX_NDIM];
+    int64_t narrow[EM_MAX_NDIM], row_len = 1;
     memcpy(narrow, p->shape, sizeof narrow);
-    if (p->row_mode)
-        narrow[nd - 1] = 1;
+    for (int d = nd - (p->row_mode ? p->nred : 0); d < nd; d++) {
+        row_len *= p->shape[d];
+        narrow[d] = 1;
+    }
     int64_t wide_size = 1;
     for (int d = 0; d < nd; d++)
         wide_size *= p->shape[d];
@@ -330,7 +334,7 @@ static em_status fused_eval(em_array *node) {
     if (p->row_mode) {
         /* Tiles of whole rows: as many as fit FZ_TILE_MAX elements, at
          * least one. */
-        ex.row_len = p->shape[nd - 1];
+        ex.row_len = row_len;
         ex.total = wide_size / ex.row_len;
         ex.tile = ex.row_len >= FZ_TILE_MAX ? 1 : FZ_TILE_MAX / ex.row_len;
         ex.out_narrow = node->size == ex.total;

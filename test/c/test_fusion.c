@@ -705,3 +705,33 @@ EM_TEST(fusion_malformed_program_is_an_error) {
     em_array_release(y);
     em_array_release(x);
 }
+
+/* Reductions over several trailing axes (or all of them). */
+static int trailing_axes_graph(em_array *const *in, em_array **out, int v) {
+    em_array *x = in[0];
+    int axes_all[3] = {0, 1, 2}, axes2[2] = {1, 2};
+    const int *axes = v == 2 ? axes_all : axes2;
+    int naxes = v == 2 ? 3 : 2;
+    em_array *sq = bin(EM_BINARY_multiply, x, x), *s = NULL;
+    CHECK_OK(em_reduce(EM_REDUCE_sum, sq, axes, naxes, v != 1, &s));
+    em_array_release(sq);
+    if (v == 1) { /* dropped axes: the reduction is the root */
+        out[0] = s;
+        return 1;
+    }
+    /* x / sqrt(sum x^2): a per-group normalisation (group or full norm). */
+    out[0] = bin_(EM_BINARY_divide, ref(x), un_(EM_UNARY_sqrt, s));
+    return 1;
+}
+
+EM_TEST(fusion_trailing_axes_reductions) {
+    int64_t s[3] = {6, 30, 40};
+    for (size_t d = 0; d < N_OF(FLOATS); d++)
+        for (int v = 0; v < 3; v++) {
+            em_array *in[1] = {leaf(s, 3, FLOATS[d], -2, 2, false)};
+            fuse_result r = check_fused(__LINE__, trailing_axes_graph, in, v,
+                                        sum_tol(FLOATS[d], 0));
+            CHECK(r.fused == 1 && r.len_after == 1);
+            em_array_release(in[0]);
+        }
+}
