@@ -193,6 +193,7 @@ typedef struct fz_group {
     int64_t narrow[EM_MAX_NDIM]; /* W with its nred trailing axes 1 */
     int nred;                    /* axes that make a row (row mode) */
     bool rows_ok;                /* per-row members allowed */
+    bool chunked;                /* a reduction root over long rows */
     size_t members[FZ_MAX_MEMBERS];
     bool member_narrow[FZ_MAX_MEMBERS];
     int nmembers;
@@ -244,14 +245,15 @@ static void fz_wide_shape(const fz_pass *ps, size_t root, fz_group *g) {
     g->nd = src->ndim;
     memcpy(g->wide, src->shape, sizeof(int64_t) * (size_t)src->ndim);
     memcpy(g->narrow, src->shape, sizeof(int64_t) * (size_t)src->ndim);
-    g->rows_ok = false;
+    g->rows_ok = g->chunked = false;
     if (g->nd >= g->nred) {
-        int64_t len = 1;
+        int64_t len = 1; /* no overflow: shapes were validated */
         for (int d = g->nd - g->nred; d < g->nd; d++) {
-            len = len <= FZ_MAX_ROW ? len * g->wide[d] : len;
+            len *= g->wide[d];
             g->narrow[d] = 1;
         }
         g->rows_ok = len >= FZ_MIN_ROW && len <= FZ_MAX_ROW;
+        g->chunked = ps->info[root].kind == FZ_REDUCE && len > FZ_MAX_ROW;
     }
 }
 
@@ -270,7 +272,7 @@ static bool fz_can_join(const fz_pass *ps, const fz_group *g, size_t i,
                 return false;
     }
     if (f->kind == FZ_REDUCE) {
-        if (!g->rows_ok || f->nred != g->nred ||
+        if (!(g->rows_ok || (g->chunked && is_root)) || f->nred != g->nred ||
             !fz_same_shape(a->inputs[0], g->wide, g->nd))
             return false;
         *narrow = true;
@@ -467,8 +469,10 @@ static bool fz_build(const fz_pass *ps, const fz_group *g, fz_builder *b,
     memset(head, 0, sizeof *head);
     head->ninstr = b->ninstr;
     head->nregs = nregs;
-    head->row_mode = row_mode;
-    head->nred = row_mode ? g->nred : 0;
+    head->mode = g->chunked ? FZ_MODE_CHUNKS
+                 : row_mode ? FZ_MODE_ROWS
+                            : FZ_MODE_TILES;
+    head->nred = head->mode == FZ_MODE_TILES ? 0 : g->nred;
     head->ndim = g->nd;
     memcpy(head->shape, g->wide, sizeof(int64_t) * (size_t)g->nd);
     int esize = 1;

@@ -17,6 +17,11 @@
  *     nred axes 1); a
  *     reduction turns a wide register into a narrow one, and an elementwise
  *     op reading a narrow register repeats each value along its row.
+ *   - chunks mode (a reduction root over rows too long for registers):
+ *     each row is cut into chunks of fixed length (so the result does not
+ *     depend on the thread count), each chunk runs the elementwise part
+ *     tile by tile and folds it into its own accumulator, and a row's
+ *     accumulators are merged in order.
  * A load of a one-element input is "invariant": filled on a work unit's
  * first tile into a register of its own and reused by its later tiles.
  * The params are plain bytes (no pointers) so the node can be cloned and
@@ -28,6 +33,8 @@
 #include "internal.h"
 
 enum fz_kind { FZ_LOAD = 0, FZ_EW = 1, FZ_REDUCE = 2 };
+/* How the interpreter walks the output (see above). */
+enum fz_mode { FZ_MODE_TILES = 0, FZ_MODE_ROWS = 1, FZ_MODE_CHUNKS = 2 };
 /* Elementwise families: which kernel table an FZ_EW instruction uses. */
 enum fz_family {
     FZ_UNARY = 0,
@@ -41,9 +48,10 @@ enum fz_family {
 #define FZ_MAX_REGS 32
 #define FZ_MAX_SRC 3
 /* Row mode keeps whole rows in registers: rows between these lengths (a
- * tile holds several short rows). */
+ * tile holds several short rows); longer rows reduce by chunks. */
 #define FZ_MIN_ROW 2
 #define FZ_MAX_ROW 16384
+#define FZ_CHUNK 65536
 
 typedef struct fz_instr {
     uint8_t kind;       /* enum fz_kind */
@@ -63,10 +71,10 @@ typedef struct fz_instr {
 typedef struct fz_program {
     int32_t ninstr;
     int32_t nregs;
-    int32_t row_mode;
+    int32_t mode; /* enum fz_mode */
     int32_t reg_esize; /* bytes per element of the widest register */
     int32_t ndim;      /* the wide shape W (row mode) / the output shape */
-    int32_t nred;      /* row mode: a row is W's last nred axes */
+    int32_t nred;      /* rows and chunks: a row is W's last nred axes */
     int64_t shape[EM_MAX_NDIM];
     fz_instr instr[];
 } fz_program;

@@ -50,6 +50,9 @@ typedef struct fz_exec {
     int64_t tile;     /* elements per tile; rows per tile in row mode */
     int64_t row_len;  /* row mode: elements per row (W's last nred axes) */
     int64_t units;    /* work units */
+    int64_t nchunks;  /* chunks mode: chunks per row */
+    char *partials;   /* chunks mode: one accumulator per chunk */
+    size_t acc_size;
     char *scratch;    /* units * unit_bytes */
     size_t reg_bytes; /* bytes per register */
     size_t unit_bytes;
@@ -160,11 +163,13 @@ static em_dtype fz_src_dtype(const fz_instr *in, int j) {
  * elements from flat position `wide_start` of W; narrow ones (row mode)
  * `rows` elements from row `row_start`, each row being `row_len` wide
  * elements. val[] holds each register's current data (kept across the
- * tiles of a unit for invariant loads); `first` marks a unit's first
- * tile. */
+ * tiles of a unit for invariant loads); `first` marks the first (and
+ * largest) tile of a unit or chunk. In chunks mode the final reduction
+ * folds the tile into `acc` instead of writing out_tile. */
 static void fz_run_tile(const fz_exec *ex, char *regs, const void **val,
                         bool first, int64_t wide_start, int64_t wide_count,
-                        int64_t row_start, int64_t rows, char *out_tile) {
+                        int64_t row_start, int64_t rows, char *out_tile,
+                        void *acc) {
     const fz_program *p = ex->prog;
     int64_t row_len = ex->row_len;
     for (int k = 0; k < p->ninstr; k++) {
@@ -174,8 +179,8 @@ static void fz_run_tile(const fz_exec *ex, char *regs, const void **val,
             in->dst < 0 ? out_tile : regs + (size_t)in->dst * ex->reg_bytes;
         switch ((enum fz_kind)in->kind) {
         case FZ_LOAD:
-            /* A unit's first tile is its largest: an invariant load filled
-             * then covers every later tile. */
+            /* Filled on the first tile, which is the largest: it then
+             * covers every later tile. */
             if (in->invariant && !first)
                 continue;
             val[in->dst] = fz_fetch(&ex->plan[k],
@@ -200,6 +205,11 @@ static void fz_run_tile(const fz_exec *ex, char *regs, const void **val,
             break;
         }
         case FZ_REDUCE: {
+            if (acc) {
+                em__reduce_acc_fold((em_reduce_op)in->op, (em_dtype)in->kdtype,
+                                    acc, val[in->src[0]], wide_count);
+                break;
+            }
             int64_t ies = (int64_t)em_dtype_size((em_dtype)in->kdtype);
             int64_t oes = (int64_t)em_dtype_size((em_dtype)in->dtype);
             for (int64_t r = 0; r < rows; r++)
@@ -215,6 +225,24 @@ static void fz_run_tile(const fz_exec *ex, char *regs, const void **val,
     }
 }
 
+/* Chunks mode, item i: chunk i % nchunks of row i / nchunks, folded into
+ * accumulator i. */
+static void fz_run_chunk(const fz_exec *ex, char *regs, const void **val,
+                         int64_t item) {
+    int64_t r = item / ex->nchunks, c = item % ex->nchunks;
+    int64_t start = r * ex->row_len + c * FZ_CHUNK;
+    int64_t len = ex->row_len - c * FZ_CHUNK;
+    if (len > FZ_CHUNK)
+        len = FZ_CHUNK;
+    const fz_instr *red = &ex->prog->instr[ex->prog->ninstr - 1];
+    void *acc = ex->partials + item * ex->acc_size;
+    em__reduce_acc_init((em_reduce_op)red->op, (em_dtype)red->kdtype, acc);
+    for (int64_t s = start; s < start + len; s += ex->tile) {
+        int64_t n = start + len - s < ex->tile ? start + len - s : ex->tile;
+        fz_run_tile(ex, regs, val, s == start, s, n, 0, 0, NULL, acc);
+    }
+}
+
 /* em__parallel_for body over work units; unit u owns scratch slot u. */
 static void fz_units(void *ctx, int64_t begin, int64_t end) {
     const fz_exec *ex = ctx;
@@ -226,16 +254,21 @@ static void fz_units(void *ctx, int64_t begin, int64_t end) {
         int64_t q = ex->total / ex->units, rem = ex->total % ex->units;
         int64_t lo = u * q + (u < rem ? u : rem);
         int64_t hi = lo + q + (u < rem);
+        if (p->mode == FZ_MODE_CHUNKS) {
+            for (int64_t i = lo; i < hi; i++)
+                fz_run_chunk(ex, regs, val, i);
+            continue;
+        }
         for (int64_t s = lo; s < hi; s += ex->tile) {
             int64_t n = hi - s < ex->tile ? hi - s : ex->tile;
-            if (p->row_mode) {
+            if (p->mode == FZ_MODE_ROWS) {
                 int64_t out_pos = ex->out_narrow ? s : s * ex->row_len;
                 fz_run_tile(ex, regs, val, s == lo, s * ex->row_len,
                             n * ex->row_len, s, n,
-                            ex->out + out_pos * ex->out_esize);
+                            ex->out + out_pos * ex->out_esize, NULL);
             } else {
                 fz_run_tile(ex, regs, val, s == lo, s, n, 0, 0,
-                            ex->out + s * ex->out_esize);
+                            ex->out + s * ex->out_esize, NULL);
             }
         }
     }
@@ -249,21 +282,32 @@ static bool fz_valid(const em_array *node) {
         p->ninstr > FZ_MAX_INSTR ||
         node->params_size != fz_program_size(p->ninstr) || p->nregs < 0 ||
         p->nregs > FZ_MAX_REGS || p->ndim < 0 || p->ndim > EM_MAX_NDIM ||
-        (p->row_mode && p->ndim < 1) || p->reg_esize < 1 ||
+        p->mode < FZ_MODE_TILES || p->mode > FZ_MODE_CHUNKS ||
+        (p->mode != FZ_MODE_TILES && p->ndim < 1) || p->reg_esize < 1 ||
         p->reg_esize > 16)
         return false;
-    if (p->row_mode && (p->nred < 1 || p->nred > p->ndim))
+    bool rows = p->mode != FZ_MODE_TILES;
+    if (rows && (p->nred < 1 || p->nred > p->ndim))
         return false;
     for (int d = 0; d < p->ndim; d++)
         if (p->shape[d] < 0 ||
-            (p->row_mode && d >= p->ndim - p->nred && p->shape[d] < 1))
+            (rows && d >= p->ndim - p->nred && p->shape[d] < 1))
             return false;
+    const fz_instr *tail = &p->instr[p->ninstr - 1];
+    if (p->mode == FZ_MODE_CHUNKS &&
+        (tail->kind != FZ_REDUCE || tail->op < 0 ||
+         tail->op >= EM_REDUCE_COUNT ||
+         !em_dtype_is_valid(tail->kdtype) ||
+         em__reduce_acc_size((em_reduce_op)tail->op, (em_dtype)tail->kdtype) ==
+             0))
+        return false;
     for (int k = 0; k < p->ninstr; k++) {
         const fz_instr *in = &p->instr[k];
         bool last = k == p->ninstr - 1;
         if (!em_dtype_is_valid(in->dtype) || !em_dtype_is_valid(in->kdtype) ||
             (last ? in->dst != -1 : in->dst < 0 || in->dst >= p->nregs) ||
-            in->nsrc > FZ_MAX_SRC || (in->narrow && !p->row_mode))
+            in->nsrc > FZ_MAX_SRC || (in->narrow && !rows) ||
+            (in->narrow && p->mode == FZ_MODE_CHUNKS && !last))
             return false;
         for (int j = 0; j < in->nsrc; j++)
             if (in->src[j] < 0 || in->src[j] >= p->nregs)
@@ -303,11 +347,11 @@ static em_status fused_eval(em_array *node) {
     ex.out = em__data(node);
     ex.out_esize = (int64_t)em_dtype_size(node->dtype);
 
-    /* The wide space W and its narrow counterpart (last axis 1). */
+    /* The wide space W and its narrow counterpart (rows of 1). */
     int nd = p->ndim;
     int64_t narrow[EM_MAX_NDIM], row_len = 1;
     memcpy(narrow, p->shape, sizeof narrow);
-    for (int d = nd - (p->row_mode ? p->nred : 0); d < nd; d++) {
+    for (int d = nd - (p->mode != FZ_MODE_TILES ? p->nred : 0); d < nd; d++) {
         row_len *= p->shape[d];
         narrow[d] = 1;
     }
@@ -331,7 +375,7 @@ static em_status fused_eval(em_array *node) {
 
     int threads = em__num_threads();
     size_t nregs = (size_t)p->nregs + FZ_BCAST_REGS;
-    if (p->row_mode) {
+    if (p->mode == FZ_MODE_ROWS) {
         /* Tiles of whole rows: as many as fit FZ_TILE_MAX elements, at
          * least one. */
         ex.row_len = row_len;
@@ -346,21 +390,52 @@ static em_status fused_eval(em_array *node) {
             ex.tile /= 2;
         ex.total = wide_size;
         ex.units = wide_size < EM_PARALLEL_GRAIN / 2 ? 1 : 4 * threads;
+        if (p->mode == FZ_MODE_CHUNKS) {
+            /* Work items are fixed-length chunks of rows, so the order of
+             * the fold does not depend on the thread count. */
+            const fz_instr *red = &p->instr[p->ninstr - 1];
+            ex.row_len = row_len;
+            ex.nchunks = (row_len + FZ_CHUNK - 1) / FZ_CHUNK;
+            ex.total = wide_size / row_len * ex.nchunks;
+            ex.units = 4 * threads;
+            ex.acc_size = em__reduce_acc_size((em_reduce_op)red->op,
+                                              (em_dtype)red->kdtype);
+            ex.partials = malloc(ex.acc_size * (size_t)ex.total);
+            if (!ex.partials) {
+                free(ex.plan);
+                return em__fail(EM_ERR_OOM, "fused: out of memory");
+            }
+        }
     }
     if (ex.units > ex.total)
         ex.units = ex.total;
-    int64_t tile_elems = p->row_mode ? ex.tile * ex.row_len : ex.tile;
+    int64_t tile_elems =
+        p->mode == FZ_MODE_ROWS ? ex.tile * ex.row_len : ex.tile;
     ex.reg_bytes =
         ((size_t)tile_elems * (size_t)p->reg_esize + 63) & ~(size_t)63;
     ex.unit_bytes = nregs * ex.reg_bytes;
     ex.scratch = aligned_alloc(64, ex.unit_bytes * (size_t)ex.units);
     if (!ex.scratch) {
         free(ex.plan);
+        free(ex.partials);
         return em__fail(EM_ERR_OOM, "fused: out of memory for %lld x %zu "
                                     "bytes of registers",
                         (long long)ex.units, ex.unit_bytes);
     }
     em__parallel_for(ex.units, 1, fz_units, &ex);
+    if (p->mode == FZ_MODE_CHUNKS) { /* merge each row's chunks in order */
+        const fz_instr *red = &p->instr[p->ninstr - 1];
+        em_reduce_op op = (em_reduce_op)red->op;
+        em_dtype dt = (em_dtype)red->kdtype;
+        for (int64_t r = 0; r < ex.total / ex.nchunks; r++) {
+            char *first = ex.partials + (size_t)(r * ex.nchunks) * ex.acc_size;
+            for (int64_t c = 1; c < ex.nchunks; c++)
+                em__reduce_acc_merge(op, dt, first,
+                                     first + (size_t)c * ex.acc_size);
+            em__reduce_acc_final(op, dt, first, ex.out + r * ex.out_esize);
+        }
+    }
+    free(ex.partials);
     free(ex.scratch);
     free(ex.plan);
     return EM_OK;

@@ -735,3 +735,35 @@ EM_TEST(fusion_trailing_axes_reductions) {
             em_array_release(in[0]);
         }
 }
+
+/* Reductions over rows too long for registers fold by chunks: max/min are
+ * exact, sums within n eps sum|x| (terms positive here: sum|x| = |sum|). */
+static int chunked_graph(em_array *const *in, em_array **out, int op) {
+    em_array *x = in[0];
+    int axes[3] = {0, 1, 2};
+    int nd = x->ndim, naxes = nd == 3 ? 2 : 1;
+    em_array *e = bin_(EM_BINARY_multiply, un(EM_UNARY_exp, x), ref(x)), *s;
+    CHECK_OK(em_reduce((em_reduce_op)op, e, axes + (nd - naxes), naxes,
+                       nd == 2, &s));
+    em_array_release(e);
+    out[0] = s;
+    return 1;
+}
+
+EM_TEST(fusion_chunked_reductions) {
+    int64_t s2[2] = {3, 100003}, s1[1] = {300001}, s3[3] = {2, 200, 500};
+    const int64_t *shapes[] = {s2, s1, s3};
+    const int nds[] = {2, 1, 3};
+    const em_reduce_op ops[] = {EM_REDUCE_sum, EM_REDUCE_max, EM_REDUCE_min};
+    for (size_t k = 0; k < N_OF(shapes); k++)
+        for (size_t o = 0; o < N_OF(ops); o++) {
+            em_dtype dt = k == 1 ? EM_F64 : EM_F32;
+            em_array *in[1] = {leaf(shapes[k], nds[k], dt, 0, 1, false)};
+            int64_t n = shapes[k][nds[k] - 1] * (k == 2 ? 200 : 1);
+            double tol = ops[o] == EM_REDUCE_sum ? (double)n * eps_of(dt) : -1;
+            fuse_result r = check_fused(__LINE__, chunked_graph, in,
+                                        (int)ops[o], tol);
+            CHECK(r.fused == 1 && r.len_after == 1);
+            em_array_release(in[0]);
+        }
+}

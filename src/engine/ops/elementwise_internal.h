@@ -45,4 +45,18 @@ bool em__reduce_op_of(const em_array *node, em_reduce_op *op, unsigned *mask);
 bool em__reduce_contiguous(em_reduce_op op, em_dtype dtype, const void *x,
                            int64_t n, void *out);
 
+/* A reduction of one output folded piece by piece (rows too long to keep
+ * in registers): an accumulator of em__reduce_acc_size bytes (at most 16;
+ * 0 when the op does not accept the dtype) is initialised, folds runs of
+ * contiguous elements, merges another accumulator, and is finally written
+ * as one element of the op's output dtype. Only for accepted (op, dtype). */
+size_t em__reduce_acc_size(em_reduce_op op, em_dtype dtype);
+void em__reduce_acc_init(em_reduce_op op, em_dtype dtype, void *acc);
+void em__reduce_acc_fold(em_reduce_op op, em_dtype dtype, void *acc,
+                         const void *x, int64_t n);
+void em__reduce_acc_merge(em_reduce_op op, em_dtype dtype, void *acc,
+                          const void *other);
+void em__reduce_acc_final(em_reduce_op op, em_dtype dtype, const void *acc,
+                          void *out);
+
 #endif

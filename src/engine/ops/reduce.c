@@ -1008,3 +1008,35 @@ bool em__reduce_contiguous(em_reduce_op op, em_dtype dtype, const void *x,
     k->final(out, acc, 1);
     return true;
 }
+
+/* A running reduction of pieces of one output (elementwise_internal.h). */
+static const reduce_kernel *acc_kernel(em_reduce_op op, em_dtype dtype) {
+    if ((int)op < 0 || op >= EM_REDUCE_COUNT || !reduce_accepts(op, dtype))
+        return NULL;
+    return reduce_kernels[op][dtype];
+}
+
+size_t em__reduce_acc_size(em_reduce_op op, em_dtype dtype) {
+    const reduce_kernel *k = acc_kernel(op, dtype);
+    return k ? k->acc_size : 0;
+}
+
+void em__reduce_acc_init(em_reduce_op op, em_dtype dtype, void *acc) {
+    acc_kernel(op, dtype)->init(acc, 1);
+}
+
+void em__reduce_acc_fold(em_reduce_op op, em_dtype dtype, void *acc,
+                         const void *x, int64_t n) {
+    if (n > 0)
+        acc_kernel(op, dtype)->leaf(acc, x, n, 1);
+}
+
+void em__reduce_acc_merge(em_reduce_op op, em_dtype dtype, void *acc,
+                          const void *other) {
+    acc_kernel(op, dtype)->merge(acc, other, 1);
+}
+
+void em__reduce_acc_final(em_reduce_op op, em_dtype dtype, const void *acc,
+                          void *out) {
+    acc_kernel(op, dtype)->final(out, acc, 1);
+}
