@@ -6,6 +6,7 @@
  *            16M f32 (a, b, c scalars)
  *   cheap8   y = max(|(x*a + b)^2 * c - x|, x) / c, 8 cheap elementwise
  *            ops over 16M f32 (memory-bound unfused)
+ *   sumsq    sum((x*a + b)^2) over all 16M f32 (a fused trailing reduction)
  *   softmax  over the last axis of (4096, 4096) f32: max-reduce, subtract,
  *            exp, sum-reduce, divide (5 nodes)
  *
@@ -94,6 +95,17 @@ static em_array *cheap8(const inputs *in) {
     return bin(EM_BINARY_divide, t, in->c, true);
 }
 
+/* A trailing full reduction: sum((x*a + b)^2) over all 16M elements. */
+static em_array *sumsq(const inputs *in) {
+    em_array *t = bin(EM_BINARY_multiply, in->x, in->a, false);
+    t = bin(EM_BINARY_add, t, in->b, true);
+    em_array *sq = bin(EM_BINARY_multiply, t, t, false), *s;
+    em_array_release(t);
+    check(em_reduce(EM_REDUCE_sum, sq, NULL, 0, false, &s), "sum");
+    em_array_release(sq);
+    return s;
+}
+
 static em_array *softmax(const inputs *in) {
     int axis = -1;
     em_array *m, *s;
@@ -138,6 +150,7 @@ static int cmp_double(const void *a, const void *b) {
 
 static void bench_case(const char *name, em_array *(*graph)(const inputs *),
                        const inputs *in, double tol, int reps) {
+    /* tol: 0 = bit for bit, else |fused - eager| <= tol * (1 + |eager|). */
     /* Check once. */
     em_array *ye = run(graph, in, false), *yf = run(graph, in, true);
     size_t n = em_array_nbytes(ye) / sizeof(float);
@@ -226,6 +239,8 @@ int main(void) {
                  scalar(1.3)};
     bench_case("chain8_16M_f32", chain8, &in, 0, reps);
     bench_case("cheap8_16M_f32", cheap8, &in, 0, reps);
+    /* Sums reassociate: bound n eps relative (all terms positive). */
+    bench_case("sumsq_16M_f32", sumsq, &in, (double)n16m * FLT_EPSILON, reps);
     em_array_release(in.x);
 
     int64_t sq[2] = {4096, 4096};

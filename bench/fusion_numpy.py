@@ -40,6 +40,12 @@ def main():
     med, mn, cpu = timed(cheap8, reps)
     print(f"R\tcheap8_16M_f32\tnumpy\t{med:.6f}\t{mn:.6f}\t{reps}\t{cpu:.6f}")
 
+    def sumsq():
+        return np.sum((x * a + b) ** 2)
+
+    med, mn, cpu = timed(sumsq, reps)
+    print(f"R\tsumsq_16M_f32\tnumpy\t{med:.6f}\t{mn:.6f}\t{reps}\t{cpu:.6f}")
+
     s = rng.uniform(-8, 8, (4096, 4096)).astype(np.float32)
 
     def softmax():
