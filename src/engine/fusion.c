@@ -2,22 +2,28 @@
  * fusion.c — the compiler's fusion pass (em__fuse_tape, tape.h).
  *
  * Grouping. The tape is walked from its last node back. An elementwise
- * node (unary, binary, select, clip, as_type) or a last-axis reduction not
- * yet in a group starts a group as its root; the nodes it reads are then
- * visited in decreasing tape order and join when
- *   - they are elementwise ops or last-axis reductions (keeping the axis),
+ * node (unary, binary, select, clip, as_type) or a reduction over trailing
+ * axes (sum, product, max, min) not yet in a group starts a group as its
+ * root; the nodes it reads are then visited in decreasing tape order and
+ * join when
+ *   - they are elementwise ops, or reductions over the group's row axes
+ *     that keep those axes (only the root may drop them),
  *   - every consumer of theirs is already in the group and they are not
  *     tape outputs (anything read from outside must be materialised, so it
  *     is left to root a group of its own),
- *   - their shape is the group's wide shape W or, when the group may run by
- *     rows, W with its last axis 1 (a per-row value such as a softmax max).
+ *   - their shape is the group's wide shape W or, when rows fit registers,
+ *     W with its row axes 1 (a per-row value such as a softmax max).
  * Because consumers come after their inputs in the tape, a node's consumers
  * are all decided when it is visited. Groups of one node are left alone.
+ * External inputs of any shape that broadcasts, any strides (views stay
+ * outside and are read through their strides), are loads.
  *
  * Rewrite. The root node becomes the fused node in place (prim "fused",
- * inputs = the group's external inputs, params = the program), so its
- * consumers and the tape outputs need no remapping; the other members are
- * dropped from the tape.
+ * inputs = the group's external inputs, params = the program; tape nodes
+ * are private templates, so this is allowed), and its consumers and the
+ * tape outputs need no remapping; the other members are dropped from the
+ * tape. The program's modes (tiles, rows, chunks) are described in
+ * fusion.h.
  */
 #include "fusion.h"
 #include "tape.h"
