@@ -9,7 +9,9 @@
  * fold each contiguous row with the reduction's own kernels, in the order
  * the unfused reduction folds one output (em__reduce_contiguous); results
  * differ only where the unfused reduction splits a few long rows across
- * threads, and stay within a float sum's bound n * eps * sum|x|.
+ * threads, or in chunks mode (rows over FZ_MAX_ROW, folded by tiles into
+ * per-chunk accumulators), and stay within a float sum's bound
+ * n * eps * sum|x|; max and min are exact whatever the order.
  *
  * Work is split into a few units per thread (ranges of elements, or of
  * rows, cut into tiles); each unit has its own preallocated register
