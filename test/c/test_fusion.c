@@ -767,3 +767,72 @@ EM_TEST(fusion_chunked_reductions) {
             em_array_release(in[0]);
         }
 }
+
+/* Independent oracle: fused f32 softmax and layer norm against the same
+ * formulas in double. The worst-case bound is n eps (the row sums); the
+ * 16-lane pairwise folds stay far below it, so the test asks for 16 eps
+ * (relative; absolute + relative for layer norm, whose outputs cross 0). */
+EM_TEST(fusion_softmax_layer_norm_vs_double) {
+    int64_t shape[2] = {16, 500}, gshape[1] = {500};
+    const int64_t R = 16, N = 500;
+    em_array *in[3] = {leaf(shape, 2, EM_F32, -4, 4, false),
+                       leaf(gshape, 1, EM_F32, 0.5, 1.5, false),
+                       leaf(gshape, 1, EM_F32, -1, 1, false)};
+    double *x = malloc(sizeof(double) * (size_t)(R * N));
+    double g[500], b[500];
+    t_read_f64(in[0], x, (size_t)(R * N));
+    t_read_f64(in[1], g, 500);
+    t_read_f64(in[2], b, 500);
+    for (int which = 0; which < 2; which++) {
+        em_array *out[MAX_OUT] = {0};
+        graph_fn fn = which == 0 ? softmax_graph : layer_norm_graph;
+        fn(in, out, 0);
+        em__tape tape;
+        memset(&tape, 0, sizeof tape);
+        CHECK_OK(em__topo_order(out, 1, &tape.nodes, &tape.len));
+        tape.outputs = out;
+        tape.noutputs = 1;
+        int nf = 0;
+        CHECK_OK(em__fuse_tape(&tape, &nf));
+        CHECK(nf == 1 && tape.len == 1);
+        double *y = malloc(sizeof(double) * (size_t)(R * N));
+        t_read_f64(out[0], y, (size_t)(R * N));
+        double tol = 16 * FLT_EPSILON;
+        int bad = 0;
+        for (int64_t r = 0; r < R; r++) {
+            const double *xr = x + r * N;
+            double m = -INFINITY, s = 0, mu = 0, var = 0;
+            for (int64_t j = 0; j < N; j++)
+                m = xr[j] > m ? xr[j] : m;
+            for (int64_t j = 0; j < N; j++) {
+                s += exp(xr[j] - m);
+                mu += xr[j];
+            }
+            mu /= (double)N;
+            for (int64_t j = 0; j < N; j++)
+                var += (xr[j] - mu) * (xr[j] - mu);
+            var /= (double)N;
+            for (int64_t j = 0; j < N && bad < 3; j++) {
+                double want = which == 0
+                                  ? exp(xr[j] - m) / s
+                                  : (xr[j] - mu) / sqrt(var + 1e-5) * g[j] + b[j];
+                double got = y[r * N + j];
+                if (!(fabs(got - want) <= tol * (fabs(want) + (which ? 1 : 0)))) {
+                    em_test_fail(__FILE__, __LINE__,
+                                 "%s row %lld col %lld: %.9g, wanted %.9g",
+                                 which ? "layer norm" : "softmax", (long long)r,
+                                 (long long)j, got, want);
+                    bad++;
+                }
+            }
+        }
+        free(y);
+        for (size_t i = 0; i < tape.len; i++)
+            em_array_release(tape.nodes[i]);
+        free(tape.nodes);
+        em_array_release(out[0]);
+    }
+    free(x);
+    for (int i = 0; i < 3; i++)
+        em_array_release(in[i]);
+}
