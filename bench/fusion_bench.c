@@ -58,7 +58,8 @@ static em_array *un(em_unary_op op, em_array *a, bool consume) {
         em_array_release(a);
     return o;
 }
-static em_array *bin(em_binary_op op, em_array *a, em_array *b, bool consume_a) {
+static em_array *bin(em_binary_op op, em_array *a, em_array *b,
+                     bool consume_a) {
     em_array *o;
     check(em_binary(op, a, b, &o), "binary");
     if (consume_a)

@@ -55,8 +55,8 @@ static fz_node fz_classify(const em_array *a) {
         bool (*of)(const em_array *, int *, em_dtype *);
         enum fz_family family;
     } const families[] = {
-        {em__unary_op_of, FZ_UNARY},   {em__binary_op_of, FZ_BINARY},
-        {em__select_op_of, FZ_SELECT}, {em__clip_op_of, FZ_CLIP},
+        {em__unary_op_of, FZ_UNARY},     {em__binary_op_of, FZ_BINARY},
+        {em__select_op_of, FZ_SELECT},   {em__clip_op_of, FZ_CLIP},
         {em__as_type_op_of, FZ_AS_TYPE},
     };
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
@@ -101,8 +101,8 @@ typedef struct fz_pass {
     bool *is_output;
     /* Consumers of node i: cons[cons_at[i] .. cons_at[i + 1]). */
     size_t *cons_at, *cons;
-    long *group;    /* root index of i's group, -1 for none */
-    long *wanted;   /* root index of the group that reads i (a candidate) */
+    long *group;  /* root index of i's group, -1 for none */
+    long *wanted; /* root index of the group that reads i (a candidate) */
     /* (pointer, index) pairs sorted by pointer, to find a node's index. */
     struct fz_ptr_index {
         const em_array *ptr;
@@ -324,8 +324,7 @@ static void fz_collect(fz_pass *ps, size_t root, fz_group *g) {
     ps->group[root] = g->root;
     long lowest = (long)root;
     fz_want_inputs(ps, g, root, &lowest);
-    for (long j = (long)root - 1; j >= lowest && count < FZ_MAX_MEMBERS;
-         j--) {
+    for (long j = (long)root - 1; j >= lowest && count < FZ_MAX_MEMBERS; j--) {
         if (ps->wanted[j] != g->root ||
             !fz_can_join(ps, g, (size_t)j, false, &narrow))
             continue;
@@ -497,7 +496,8 @@ static em_status fz_rewrite_root(em_array *root, const fz_builder *b,
                                  const fz_program *head) {
     size_t size = fz_program_size(b->ninstr);
     fz_program *p = calloc(1, size);
-    em_array **inputs = malloc(sizeof *inputs * (size_t)(b->next ? b->next : 1));
+    em_array **inputs =
+        malloc(sizeof *inputs * (size_t)(b->next ? b->next : 1));
     if (!p || !inputs) {
         free(p);
         free(inputs);

@@ -63,7 +63,7 @@ typedef struct fz_instr {
     uint8_t src_narrow; /* bit j: source j is narrow (broadcast it) */
     uint8_t invariant;  /* FZ_LOAD of one element: filled once per unit, in
                            a register of its own */
-    int16_t dst; /* register; -1 = the node's output */
+    int16_t dst;        /* register; -1 = the node's output */
     int16_t src[FZ_MAX_SRC];
     int32_t op; /* kernel op; reduce op; FZ_LOAD: index into node->inputs */
 } fz_instr;
@@ -71,7 +71,7 @@ typedef struct fz_instr {
 typedef struct fz_program {
     int32_t ninstr;
     int32_t nregs;
-    int32_t mode; /* enum fz_mode */
+    int32_t mode;      /* enum fz_mode */
     int32_t reg_esize; /* bytes per element of the widest register */
     int32_t ndim;      /* the wide shape W (row mode) / the output shape */
     int32_t nred;      /* rows and chunks: a row is W's last nred axes */

@@ -48,12 +48,12 @@ typedef struct fz_exec {
     char *out;
     int64_t out_esize;
     bool out_narrow;
-    int64_t total; /* elements (elementwise mode) or rows (row mode) */
-    int64_t tile;     /* elements per tile; rows per tile in row mode */
-    int64_t row_len;  /* row mode: elements per row (W's last nred axes) */
-    int64_t units;    /* work units */
-    int64_t nchunks;  /* chunks mode: chunks per row */
-    char *partials;   /* chunks mode: one accumulator per chunk */
+    int64_t total;   /* elements (elementwise mode) or rows (row mode) */
+    int64_t tile;    /* elements per tile; rows per tile in row mode */
+    int64_t row_len; /* row mode: elements per row (W's last nred axes) */
+    int64_t units;   /* work units */
+    int64_t nchunks; /* chunks mode: chunks per row */
+    char *partials;  /* chunks mode: one accumulator per chunk */
     size_t acc_size;
     char *scratch;    /* units * unit_bytes */
     size_t reg_bytes; /* bytes per register */
@@ -185,8 +185,8 @@ static void fz_run_tile(const fz_exec *ex, char *regs, const void **val,
              * covers every later tile. */
             if (in->invariant && !first)
                 continue;
-            val[in->dst] = fz_fetch(&ex->plan[k],
-                                    in->narrow ? row_start : wide_start, n, dst);
+            val[in->dst] = fz_fetch(
+                &ex->plan[k], in->narrow ? row_start : wide_start, n, dst);
             continue;
         case FZ_EW: {
             const void *src[FZ_MAX_SRC];
@@ -298,8 +298,7 @@ static bool fz_valid(const em_array *node) {
     const fz_instr *tail = &p->instr[p->ninstr - 1];
     if (p->mode == FZ_MODE_CHUNKS &&
         (tail->kind != FZ_REDUCE || tail->op < 0 ||
-         tail->op >= EM_REDUCE_COUNT ||
-         !em_dtype_is_valid(tail->kdtype) ||
+         tail->op >= EM_REDUCE_COUNT || !em_dtype_is_valid(tail->kdtype) ||
          em__reduce_acc_size((em_reduce_op)tail->op, (em_dtype)tail->kdtype) ==
              0))
         return false;
@@ -420,8 +419,9 @@ static em_status fused_eval(em_array *node) {
     if (!ex.scratch) {
         free(ex.plan);
         free(ex.partials);
-        return em__fail(EM_ERR_OOM, "fused: out of memory for %lld x %zu "
-                                    "bytes of registers",
+        return em__fail(EM_ERR_OOM,
+                        "fused: out of memory for %lld x %zu "
+                        "bytes of registers",
                         (long long)ex.units, ex.unit_bytes);
     }
     em__parallel_for(ex.units, 1, fz_units, &ex);

@@ -148,8 +148,7 @@ static fuse_result check_fused(int line, graph_fn g, em_array *const *in,
 
     CHECK_OK(em_eval(got, (size_t)ng));
     for (int o = 0; o < ng; o++) {
-        if (got[o]->dtype != want[o]->dtype ||
-            got[o]->size != want[o]->size) {
+        if (got[o]->dtype != want[o]->dtype || got[o]->size != want[o]->size) {
             em_test_fail(__FILE__, line, "output %d: dtype/size differ", o);
             continue;
         }
@@ -204,13 +203,27 @@ static int float_chain(em_array *const *in, em_array **out, int len) {
     em_array *t = bin(EM_BINARY_multiply, x, a);
     for (int k = 1; k < len; k++) {
         switch (k) {
-        case 1: t = bin_(EM_BINARY_add, t, ref(b)); break;
-        case 2: t = un_(EM_UNARY_tanh, t); break;
-        case 3: t = bin_(EM_BINARY_subtract, t, ref(x)); break;
-        case 4: t = un_(EM_UNARY_exp, t); break;
-        case 5: t = bin_(EM_BINARY_maximum, t, ref(a)); break;
-        case 6: t = un_(EM_UNARY_sqrt, t); break;
-        default: t = bin_(EM_BINARY_divide, t, ref(x)); break;
+        case 1:
+            t = bin_(EM_BINARY_add, t, ref(b));
+            break;
+        case 2:
+            t = un_(EM_UNARY_tanh, t);
+            break;
+        case 3:
+            t = bin_(EM_BINARY_subtract, t, ref(x));
+            break;
+        case 4:
+            t = un_(EM_UNARY_exp, t);
+            break;
+        case 5:
+            t = bin_(EM_BINARY_maximum, t, ref(a));
+            break;
+        case 6:
+            t = un_(EM_UNARY_sqrt, t);
+            break;
+        default:
+            t = bin_(EM_BINARY_divide, t, ref(x));
+            break;
         }
     }
     out[0] = t;
@@ -222,12 +235,24 @@ static int int_chain(em_array *const *in, em_array **out, int len) {
     em_array *t = bin(EM_BINARY_add, x, a);
     for (int k = 1; k < len; k++) {
         switch (k) {
-        case 1: t = bin_(EM_BINARY_multiply, t, ref(b)); break;
-        case 2: t = bin_(EM_BINARY_bitwise_xor, t, ref(x)); break;
-        case 3: t = un_(EM_UNARY_abs, t); break;
-        case 4: t = bin_(EM_BINARY_maximum, t, ref(a)); break;
-        case 5: t = bin_(EM_BINARY_quotient, t, ref(b)); break;
-        case 6: t = bin_(EM_BINARY_subtract, t, ref(x)); break;
+        case 1:
+            t = bin_(EM_BINARY_multiply, t, ref(b));
+            break;
+        case 2:
+            t = bin_(EM_BINARY_bitwise_xor, t, ref(x));
+            break;
+        case 3:
+            t = un_(EM_UNARY_abs, t);
+            break;
+        case 4:
+            t = bin_(EM_BINARY_maximum, t, ref(a));
+            break;
+        case 5:
+            t = bin_(EM_BINARY_quotient, t, ref(b));
+            break;
+        case 6:
+            t = bin_(EM_BINARY_subtract, t, ref(x));
+            break;
         default: {
             em_array *p = bin(EM_BINARY_greater, t, x), *s = NULL;
             CHECK_OK(em_select(p, t, x, &s));
@@ -445,15 +470,16 @@ static int layer_norm_graph(em_array *const *in, em_array **out, int unused) {
     em_array *x = in[0], *g = in[1], *b = in[2];
     em_dtype dt = x->dtype;
     double n = (double)x->shape[x->ndim - 1];
-    em_array *mu = bin_(EM_BINARY_divide, reduce_last(EM_REDUCE_sum, ref(x), true),
-                        scalar(n, dt));
+    em_array *mu =
+        bin_(EM_BINARY_divide, reduce_last(EM_REDUCE_sum, ref(x), true),
+             scalar(n, dt));
     em_array *xc = bin_(EM_BINARY_subtract, ref(x), mu);
-    em_array *var = bin_(
-        EM_BINARY_divide,
-        reduce_last(EM_REDUCE_sum, bin(EM_BINARY_multiply, xc, xc), true),
-        scalar(n, dt));
-    em_array *inv = un_(EM_UNARY_rsqrt,
-                        bin_(EM_BINARY_add, var, scalar(1e-5, dt)));
+    em_array *var =
+        bin_(EM_BINARY_divide,
+             reduce_last(EM_REDUCE_sum, bin(EM_BINARY_multiply, xc, xc), true),
+             scalar(n, dt));
+    em_array *inv =
+        un_(EM_UNARY_rsqrt, bin_(EM_BINARY_add, var, scalar(1e-5, dt)));
     em_array *y = bin_(EM_BINARY_multiply, xc, inv);
     y = bin_(EM_BINARY_multiply, y, ref(g));
     out[0] = bin_(EM_BINARY_add, y, ref(b));
@@ -464,10 +490,10 @@ static int rms_norm_graph(em_array *const *in, em_array **out, int unused) {
     em_array *x = in[0], *g = in[1];
     em_dtype dt = x->dtype;
     double n = (double)x->shape[x->ndim - 1];
-    em_array *ms = bin_(
-        EM_BINARY_divide,
-        reduce_last(EM_REDUCE_sum, bin(EM_BINARY_multiply, x, x), true),
-        scalar(n, dt));
+    em_array *ms =
+        bin_(EM_BINARY_divide,
+             reduce_last(EM_REDUCE_sum, bin(EM_BINARY_multiply, x, x), true),
+             scalar(n, dt));
     em_array *inv =
         un_(EM_UNARY_rsqrt, bin_(EM_BINARY_add, ms, scalar(1e-6, dt)));
     em_array *y = bin_(EM_BINARY_multiply, ref(x), inv);
@@ -480,13 +506,14 @@ static int mean_var_graph(em_array *const *in, em_array **out, int keep) {
     em_array *x = in[0];
     em_dtype dt = x->dtype;
     double n = (double)x->shape[x->ndim - 1];
-    em_array *mu = bin_(EM_BINARY_divide, reduce_last(EM_REDUCE_sum, ref(x), true),
-                        scalar(n, dt));
+    em_array *mu =
+        bin_(EM_BINARY_divide, reduce_last(EM_REDUCE_sum, ref(x), true),
+             scalar(n, dt));
     em_array *d = bin(EM_BINARY_subtract, x, mu);
-    em_array *var = bin_(EM_BINARY_divide,
-                         reduce_last(EM_REDUCE_sum,
-                                     bin_(EM_BINARY_multiply, ref(d), d), true),
-                         scalar(n, dt));
+    em_array *var = bin_(
+        EM_BINARY_divide,
+        reduce_last(EM_REDUCE_sum, bin_(EM_BINARY_multiply, ref(d), d), true),
+        scalar(n, dt));
     out[0] = mu;
     out[1] = var;
     (void)keep;
@@ -496,8 +523,8 @@ static int mean_var_graph(em_array *const *in, em_array **out, int keep) {
 /* sum(exp(x) * x) over the last axis, dropping it (a trailing reduction). */
 static int trailing_sum_graph(em_array *const *in, em_array **out, int op) {
     em_array *e = un(EM_UNARY_exp, in[0]);
-    out[0] = reduce_last((em_reduce_op)op, bin_(EM_BINARY_multiply, e, ref(in[0])),
-                         false);
+    out[0] = reduce_last((em_reduce_op)op,
+                         bin_(EM_BINARY_multiply, e, ref(in[0])), false);
     return 1;
 }
 
@@ -516,8 +543,8 @@ EM_TEST(fusion_softmax_one_kernel) {
 EM_TEST(fusion_softmax_nan_inf_rows) {
     int64_t s[2] = {20, 77};
     em_array *in[1] = {leaf(s, 2, EM_F32, -5, 5, true)};
-    fuse_result r = check_fused(__LINE__, softmax_graph, in, 0,
-                                sum_tol(EM_F32, 77));
+    fuse_result r =
+        check_fused(__LINE__, softmax_graph, in, 0, sum_tol(EM_F32, 77));
     CHECK(r.fused == 1);
     em_array_release(in[0]);
 }
@@ -566,8 +593,8 @@ EM_TEST(fusion_trailing_reductions) {
 EM_TEST(fusion_long_rows_fall_back) {
     int64_t s[2] = {2, FZ_MAX_ROW + 5};
     em_array *in[1] = {leaf(s, 2, EM_F32, -5, 5, false)};
-    fuse_result r = check_fused(__LINE__, softmax_graph, in, 0,
-                                sum_tol(EM_F32, s[1]));
+    fuse_result r =
+        check_fused(__LINE__, softmax_graph, in, 0, sum_tol(EM_F32, s[1]));
     CHECK(r.len_after >= 3);
     em_array_release(in[0]);
 }
@@ -590,7 +617,8 @@ EM_TEST(fusion_softmax_short_rows) {
     int nds[] = {2, 2, 3, 2};
     for (size_t d = 0; d < N_OF(FLOATS); d++)
         for (size_t s = 0; s < N_OF(shapes); s++) {
-            em_array *in[1] = {leaf(shapes[s], nds[s], FLOATS[d], -5, 5, false)};
+            em_array *in[1] = {
+                leaf(shapes[s], nds[s], FLOATS[d], -5, 5, false)};
             fuse_result r = check_fused(__LINE__, softmax_graph, in, 0,
                                         sum_tol(FLOATS[d], 0));
             CHECK(r.fused == 1 && r.len_after == 1);
@@ -604,7 +632,8 @@ static int row_broadcast_graph(em_array *const *in, em_array **out, int root) {
     em_array *pq = bin(EM_BINARY_add, in[1], in[2]);
     if (root) { /* (p + q) * p, all per-row, fed by a row max */
         em_array *m = reduce_last(EM_REDUCE_max, un(EM_UNARY_exp, in[0]), true);
-        out[0] = bin_(EM_BINARY_multiply, bin_(EM_BINARY_add, pq, m), ref(in[1]));
+        out[0] =
+            bin_(EM_BINARY_multiply, bin_(EM_BINARY_add, pq, m), ref(in[1]));
         return 1;
     }
     out[0] = bin_(EM_BINARY_multiply, un(EM_UNARY_exp, in[0]), pq);
@@ -686,10 +715,18 @@ EM_TEST(fusion_malformed_program_is_an_error) {
         fz_program *p = malloc(y->params_size);
         memcpy(p, y->params, y->params_size);
         switch (field) {
-        case 0: p->instr[0].op = 5; break;          /* load of input 5 */
-        case 1: p->instr[1].dst = FZ_MAX_REGS; break; /* register range */
-        case 2: p->ninstr = FZ_MAX_INSTR + 1; break;
-        default: p->instr[2].kind = 9; break;       /* unknown kind */
+        case 0:
+            p->instr[0].op = 5;
+            break; /* load of input 5 */
+        case 1:
+            p->instr[1].dst = FZ_MAX_REGS;
+            break; /* register range */
+        case 2:
+            p->ninstr = FZ_MAX_INSTR + 1;
+            break;
+        default:
+            p->instr[2].kind = 9;
+            break; /* unknown kind */
         }
         CHECK_OK(em__node_new_params(&em__fused_prim, EM_F32, s, 1, y->inputs,
                                      y->ninputs, p, y->params_size, &bad));
@@ -743,8 +780,8 @@ static int chunked_graph(em_array *const *in, em_array **out, int op) {
     int axes[3] = {0, 1, 2};
     int nd = x->ndim, naxes = nd == 3 ? 2 : 1;
     em_array *e = bin_(EM_BINARY_multiply, un(EM_UNARY_exp, x), ref(x)), *s;
-    CHECK_OK(em_reduce((em_reduce_op)op, e, axes + (nd - naxes), naxes,
-                       nd == 2, &s));
+    CHECK_OK(em_reduce((em_reduce_op)op, e, axes + (nd - naxes), naxes, nd == 2,
+                       &s));
     em_array_release(e);
     out[0] = s;
     return 1;
@@ -761,8 +798,8 @@ EM_TEST(fusion_chunked_reductions) {
             em_array *in[1] = {leaf(shapes[k], nds[k], dt, 0, 1, false)};
             int64_t n = shapes[k][nds[k] - 1] * (k == 2 ? 200 : 1);
             double tol = ops[o] == EM_REDUCE_sum ? (double)n * eps_of(dt) : -1;
-            fuse_result r = check_fused(__LINE__, chunked_graph, in,
-                                        (int)ops[o], tol);
+            fuse_result r =
+                check_fused(__LINE__, chunked_graph, in, (int)ops[o], tol);
             CHECK(r.fused == 1 && r.len_after == 1);
             em_array_release(in[0]);
         }
@@ -813,11 +850,12 @@ EM_TEST(fusion_softmax_layer_norm_vs_double) {
                 var += (xr[j] - mu) * (xr[j] - mu);
             var /= (double)N;
             for (int64_t j = 0; j < N && bad < 3; j++) {
-                double want = which == 0
-                                  ? exp(xr[j] - m) / s
-                                  : (xr[j] - mu) / sqrt(var + 1e-5) * g[j] + b[j];
+                double want =
+                    which == 0 ? exp(xr[j] - m) / s
+                               : (xr[j] - mu) / sqrt(var + 1e-5) * g[j] + b[j];
                 double got = y[r * N + j];
-                if (!(fabs(got - want) <= tol * (fabs(want) + (which ? 1 : 0)))) {
+                if (!(fabs(got - want) <=
+                      tol * (fabs(want) + (which ? 1 : 0)))) {
                     em_test_fail(__FILE__, __LINE__,
                                  "%s row %lld col %lld: %.9g, wanted %.9g",
                                  which ? "layer norm" : "softmax", (long long)r,

@@ -306,6 +306,4 @@ bool em__binary_op_of(const em_array *node, int *op, em_dtype *kernel_dtype) {
     return true;
 }
 
-em_ew_kernel em__binary_kernel(em_dtype dtype) {
-    return binary_kernels[dtype];
-}
+em_ew_kernel em__binary_kernel(em_dtype dtype) { return binary_kernels[dtype]; }

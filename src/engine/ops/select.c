@@ -153,9 +153,7 @@ bool em__select_op_of(const em_array *node, int *op, em_dtype *kernel_dtype) {
     return true;
 }
 
-em_ew_kernel em__select_kernel(em_dtype dtype) {
-    return select_kernels[dtype];
-}
+em_ew_kernel em__select_kernel(em_dtype dtype) { return select_kernels[dtype]; }
 
 bool em__clip_op_of(const em_array *node, int *op, em_dtype *kernel_dtype) {
     if (node->prim != &clip_prim)
