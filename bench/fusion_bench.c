@@ -9,6 +9,8 @@
  *   sumsq    sum((x*a + b)^2) over all 16M f32 (a fused trailing reduction)
  *   softmax  over the last axis of (4096, 4096) f32: max-reduce, subtract,
  *            exp, sum-reduce, divide (5 nodes)
+ *   layernorm over the last axis of (4096, 4096) f32 (mean, variance,
+ *            rsqrt, scale and shift: 11 nodes)
  *
  * Eager: build the graph, em_eval, release. Fused: build the graph, put it
  * on a tape (em__topo_order), em__fuse_tape, em_eval, release: the pass's
@@ -117,6 +119,32 @@ static em_array *softmax(const inputs *in) {
     check(em_reduce(EM_REDUCE_sum, e, &axis, 1, true, &s), "sum");
     em_array *y = bin(EM_BINARY_divide, e, s, true);
     em_array_release(s);
+    return y;
+}
+
+/* Layer norm over the last axis: (x - mean) * rsqrt(var + 1e-5) * g + b
+ * (g = a, b = b: scalars here), 11 nodes with two row sums. */
+static em_array *layer_norm(const inputs *in) {
+    int axis = -1;
+    double n = (double)in->x->shape[in->x->ndim - 1];
+    em_array *s, *v, *nn, *eps;
+    check(em_scalar_f64(n, EM_F32, &nn), "scalar");
+    check(em_scalar_f64(1e-5, EM_F32, &eps), "scalar");
+    check(em_reduce(EM_REDUCE_sum, in->x, &axis, 1, true, &s), "sum");
+    em_array *mu = bin(EM_BINARY_divide, s, nn, true);
+    em_array *xc = bin(EM_BINARY_subtract, in->x, mu, false);
+    em_array_release(mu);
+    em_array *sq = bin(EM_BINARY_multiply, xc, xc, false);
+    check(em_reduce(EM_REDUCE_sum, sq, &axis, 1, true, &v), "sum");
+    em_array_release(sq);
+    em_array *var = bin(EM_BINARY_divide, v, nn, true);
+    em_array *r = un(EM_UNARY_rsqrt, bin(EM_BINARY_add, var, eps, true), true);
+    em_array *y = bin(EM_BINARY_multiply, xc, r, true);
+    em_array_release(r);
+    y = bin(EM_BINARY_multiply, y, in->a, true);
+    y = bin(EM_BINARY_add, y, in->b, true);
+    em_array_release(nn);
+    em_array_release(eps);
     return y;
 }
 
@@ -247,6 +275,8 @@ int main(void) {
     int64_t sq[2] = {4096, 4096};
     in.x = random_f32(sq, 2, -8, 8, 2);
     bench_case("softmax_4096x4096_f32", softmax, &in, 2 * FLT_EPSILON, reps);
+    bench_case("layernorm_4096x4096_f32", layer_norm, &in, 16 * FLT_EPSILON,
+               reps);
     em_array_release(in.x);
     em_array_release(in.a);
     em_array_release(in.b);

@@ -55,6 +55,15 @@ def main():
     med, mn, cpu = timed(softmax, reps)
     print(f"R\tsoftmax_4096x4096_f32\tnumpy\t{med:.6f}\t{mn:.6f}\t{reps}\t{cpu:.6f}")
 
+    def layer_norm():
+        mu = s.mean(axis=-1, keepdims=True)
+        xc = s - mu
+        var = (xc * xc).mean(axis=-1, keepdims=True)
+        return xc / np.sqrt(var + np.float32(1e-5)) * a + b
+
+    med, mn, cpu = timed(layer_norm, reps)
+    print(f"R\tlayernorm_4096x4096_f32\tnumpy\t{med:.6f}\t{mn:.6f}\t{reps}\t{cpu:.6f}")
+
 
 if __name__ == "__main__":
     main()

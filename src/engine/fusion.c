@@ -343,9 +343,10 @@ static void fz_collect(fz_pass *ps, size_t root, fz_group *g) {
 /* ---- program building ------------------------------------------------ */
 
 typedef struct fz_builder {
+    /* Instructions; until registers are assigned, a source names the
+     * instruction whose value it reads. */
     fz_instr instr[FZ_MAX_INSTR];
     int ninstr;
-    /* Value of each instruction: which member or load produced it. */
     em_array *ext[FZ_MAX_INSTR]; /* external inputs, in first-use order */
     int next;
     /* Loads made so far: (external index, narrow) -> instruction. */
