@@ -254,11 +254,51 @@ defmodule Emily.CompilerTest do
       assert stats.fused_kernels == 0
     end
 
-    test "fuse: true builds a program (fusion may fuse nothing yet)" do
-      fun = fn x -> T.multiply(T.exp(x), 2.0) end
-      jitted = Compiler.jit(fun, fuse: true)
-      x = rand({5})
-      assert_in_delta T.to_number(T.sum(jitted.(x))), T.to_number(T.sum(fun.(x))), 1.0e-5
+    test "fuse: true fuses elementwise chains bit-identically, in every float type" do
+      chain = fn x, y ->
+        x
+        |> T.multiply(y)
+        |> T.add(1.5)
+        |> T.exp()
+        |> T.negate()
+        |> T.tanh()
+        |> T.subtract(x)
+        |> T.divide(T.add(T.abs(y), 1.0))
+      end
+
+      for type <- [{:f, 32}, {:f, 64}, {:bf, 16}, {:f, 16}] do
+        args = [rand({64, 33}, type, 1), rand({33}, type, 2)]
+        assert_same(chain, args, fuse: true)
+        stats = Compiler.program_stats(Compiler.jit(chain, fuse: true), args)
+        # The {33}-shaped divisor is a group of its own (another shape).
+        assert stats.fused_kernels in 1..2
+        assert stats.nodes_after <= stats.nodes_before - 6
+      end
+    end
+
+    test "fuse: true fuses softmax and layer norm within the stated reduction bound" do
+      softmax = fn x ->
+        e = T.exp(T.subtract(x, T.reduce_max(x, axes: [-1], keep_axes: true)))
+        T.divide(e, T.sum(e, axes: [-1], keep_axes: true))
+      end
+
+      layer_norm = fn x ->
+        mean = T.mean(x, axes: [-1], keep_axes: true)
+        centered = T.subtract(x, mean)
+        var = T.mean(T.multiply(centered, centered), axes: [-1], keep_axes: true)
+        T.multiply(centered, T.rsqrt(T.add(var, 1.0e-5)))
+      end
+
+      x = rand({37, 300})
+
+      for fun <- [softmax, layer_norm] do
+        jitted = Compiler.jit(fun, fuse: true)
+        assert Compiler.program_stats(jitted, [x]).fused_kernels >= 1
+        fused = T.to_flat_list(jitted.(x))
+        eager = T.to_flat_list(fun.(x))
+        # Row reductions may reassociate: n * eps relative to the row's scale.
+        for {a, b} <- Enum.zip(fused, eager), do: assert_in_delta(a, b, 300 * 1.2e-7 * 4)
+      end
     end
 
     test "a jitted function called while tracing another" do
