@@ -381,7 +381,7 @@ static em_status conv_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim conv_prim = {"conv", conv_eval};
+static const em_prim conv_prim = {"conv", conv_eval, NULL};
 
 em_status em_conv(em_array *input, em_array *kernel,
                   const em_conv_options *opts, em_array **out) {

@@ -327,7 +327,7 @@ static em_status scan_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim scan_prim = {"scan", scan_eval};
+static const em_prim scan_prim = {"scan", scan_eval, NULL};
 
 em_status em_scan(em_scan_op op, em_array *a, int axis, bool reverse,
                   em_array **out) {

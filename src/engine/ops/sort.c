@@ -333,7 +333,7 @@ static em_status sort_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim sort_prim = {"sort", sort_eval};
+static const em_prim sort_prim = {"sort", sort_eval, NULL};
 
 /* Largest index an integer dtype holds. */
 static uint64_t index_max(em_dtype d) {

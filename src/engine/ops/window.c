@@ -271,7 +271,7 @@ static em_status window_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim window_prim = {"window_reduce", window_eval};
+static const em_prim window_prim = {"window_reduce", window_eval, NULL};
 
 /* ------------------------------------------------------------------------ */
 /* Building                                                                  */
@@ -449,7 +449,7 @@ static em_status scatter_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim scatter_prim = {"window_scatter", scatter_eval};
+static const em_prim scatter_prim = {"window_scatter", scatter_eval, NULL};
 
 em_status em_window_scatter(bool select_max, em_array *a, em_array *source,
                             em_array *init_value, const em_window_options *opts,
