@@ -456,4 +456,18 @@ defmodule Emily.Native do
         _batch_groups
       ),
       do: nif_error()
+
+  # ---- autodiff ----
+
+  @doc "A fresh node equal to `tensor`: a differentiated input of `vjp/3`."
+  def identity(_tensor), do: nif_error()
+
+  @doc "`tensor` unchanged, but no gradient flows through it."
+  def stop_gradient(_tensor), do: nif_error()
+
+  @doc """
+  Gradients (lazy) of `sum(outputs[k] * cotangents[k])` with respect to each
+  tensor of `wrt` (`identity/1` wrappers made before the outputs).
+  """
+  def vjp(_outputs, _cotangents, _wrt), do: nif_error()
 end
