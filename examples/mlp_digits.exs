@@ -65,14 +65,21 @@ x_train = standardise.(x_train)
 x_test = standardise.(x_test)
 
 one_hot = fn labels ->
-  labels |> T.tensor(type: :s32) |> T.new_axis(1) |> T.equal(T.iota({1, 10}, type: :s32)) |> T.as_type(:f32)
+  labels
+  |> T.tensor(type: :s32)
+  |> T.new_axis(1)
+  |> T.equal(T.iota({1, 10}, type: :s32))
+  |> T.as_type(:f32)
 end
 
 # ---- model ---------------------------------------------------------------
 
 init = fn {rows, cols} ->
   scale = :math.sqrt(2.0 / rows)
-  for(_ <- 1..(rows * cols), do: :rand.normal() * scale) |> T.tensor(type: :f32) |> T.reshape({rows, cols})
+
+  for(_ <- 1..(rows * cols), do: :rand.normal() * scale)
+  |> T.tensor(type: :f32)
+  |> T.reshape({rows, cols})
 end
 
 params = %{
@@ -82,7 +89,9 @@ params = %{
   b2: T.broadcast(T.tensor(0.0, type: :f32), {10})
 }
 
-logits = fn p, x -> x |> T.dot(p.w1) |> T.add(p.b1) |> T.max(0.0) |> T.dot(p.w2) |> T.add(p.b2) end
+logits = fn p, x ->
+  x |> T.dot(p.w1) |> T.add(p.b1) |> T.max(0.0) |> T.dot(p.w2) |> T.add(p.b2)
+end
 
 loss_fn = fn p, x, y ->
   z = logits.(p, x)
@@ -134,7 +143,9 @@ started = System.monotonic_time(:millisecond)
         yb = T.slice_along_axis(y_epoch, b * batch, batch, axis: 0)
         {loss, grads} = step.(params, xb, yb)
 
-        velocity = Map.new(velocity, fn {k, v} -> {k, T.add(T.multiply(v, momentum), grads[k])} end)
+        velocity =
+          Map.new(velocity, fn {k, v} -> {k, T.add(T.multiply(v, momentum), grads[k])} end)
+
         params = Map.new(params, fn {k, p} -> {k, T.subtract(p, T.multiply(velocity[k], lr))} end)
         eval_all.([loss | Map.values(params) ++ Map.values(velocity)])
 
