@@ -6,7 +6,10 @@
  * error paths.
  */
 #include "emily_autodiff.h"
+#include "emily_linalg.h"
 #include "emily_pad.h"
+#include "emily_scan.h"
+#include "emily_window.h"
 #include "emily_sort.h"
 #include "test.h"
 
@@ -358,6 +361,52 @@ static em_status f_reuse(em_array *const *x, em_array **out) {
     return st;
 }
 
+static em_status f_sort_desc(em_array *const *x, em_array **out) {
+    return em_sort(x[0], 1, true, out);
+}
+#define SCAN_FN(name, op, axis, rev)                                           \
+    static em_status f_##name(em_array *const *x, em_array **out) {            \
+        return em_scan(op, x[0], axis, rev, out);                              \
+    }
+SCAN_FN(cumsum, EM_SCAN_SUM, 1, false)
+SCAN_FN(cumsum_rev, EM_SCAN_SUM, 0, true)
+SCAN_FN(cumprod, EM_SCAN_PRODUCT, 1, false)
+SCAN_FN(cummax, EM_SCAN_MAX, 1, false)
+SCAN_FN(cummin_rev, EM_SCAN_MIN, 1, true)
+
+/* window 2x3, strides 2x1, padding (1,0)x(2,1), dilation 1x2 */
+static em_status window(em_window_op op, bool dilate, em_array *const *x,
+                        em_array **out) {
+    em_window_options o;
+    memset(&o, 0, sizeof o);
+    o.window[0] = 2, o.window[1] = 3;
+    o.strides[0] = 2, o.strides[1] = 1;
+    o.pad_low[0] = 1, o.pad_high[0] = 0;
+    o.pad_low[1] = 2, o.pad_high[1] = 1;
+    o.dilations[0] = 1, o.dilations[1] = dilate ? 2 : 1;
+    return em_window_reduce(op, x[0], &o, out);
+}
+static em_status f_window_sum(em_array *const *x, em_array **out) {
+    return window(EM_WINDOW_SUM, true, x, out);
+}
+static em_status f_window_product(em_array *const *x, em_array **out) {
+    return window(EM_WINDOW_PRODUCT, true, x, out);
+}
+static em_status f_window_max(em_array *const *x, em_array **out) {
+    return window(EM_WINDOW_MAX, false, x, out);
+}
+static em_status f_window_min(em_array *const *x, em_array **out) {
+    return window(EM_WINDOW_MIN, false, x, out);
+}
+/* Windows that crop: negative low padding, stride 3. */
+static em_status f_window_sum_crop(em_array *const *x, em_array **out) {
+    em_window_options o;
+    memset(&o, 0, sizeof o);
+    o.window[0] = 2, o.strides[0] = 3, o.pad_low[0] = -1, o.pad_high[0] = 2;
+    o.window[1] = 1, o.strides[1] = 1;
+    return em_window_reduce(EM_WINDOW_SUM, x[0], &o, out);
+}
+
 #define S1(a) {1}, {{a}}
 #define S2(a, b) {2}, {{a, b}}
 #define S3(a, b, c) {3}, {{a, b, c}}
@@ -406,6 +455,20 @@ static const grad_case binary_cases[] = {
     {"clip", f_clip, 3, {2, 0, 1}, {{2, 3}, {0}, {3}}, 0, 1},
 };
 
+static const grad_case ordering_cases[] = {
+    {"sort descending", f_sort_desc, 1, S2(3, 5), -2, 2},
+    {"cumulative sum", f_cumsum, 1, S2(3, 5), -2, 2},
+    {"cumulative sum reverse", f_cumsum_rev, 1, S2(3, 5), -2, 2},
+    {"cumulative product", f_cumprod, 1, S2(3, 5), 0.5, 1.5},
+    {"cumulative max", f_cummax, 1, S2(3, 6), -2, 2},
+    {"cumulative min reverse", f_cummin_rev, 1, S2(3, 6), -2, 2},
+    {"window sum", f_window_sum, 1, S2(5, 6), -2, 2},
+    {"window product", f_window_product, 1, S2(5, 6), 0.5, 1.5},
+    {"window max", f_window_max, 1, S2(5, 6), -2, 2},
+    {"window min", f_window_min, 1, S2(5, 6), -2, 2},
+    {"window sum cropped", f_window_sum_crop, 1, S2(8, 2), -2, 2},
+};
+
 static const grad_case reduce_cases[] = {
     {"sum axis 1", f_sum_1, 1, S3(2, 3, 4), -2, 2},
     {"sum axes 0,2", f_sum_02, 1, S3(2, 3, 4), -2, 2},
@@ -450,6 +513,7 @@ static const grad_case shape_cases[] = {
 EM_TEST(autodiff_unary_vs_finite_differences) { RUN_CASES(unary_cases); }
 EM_TEST(autodiff_binary_vs_finite_differences) { RUN_CASES(binary_cases); }
 EM_TEST(autodiff_reduce_vs_finite_differences) { RUN_CASES(reduce_cases); }
+EM_TEST(autodiff_ordering_vs_finite_differences) { RUN_CASES(ordering_cases); }
 EM_TEST(autodiff_shape_index_vs_finite_differences) {
     RUN_CASES(shape_cases);
 }
@@ -495,14 +559,24 @@ EM_TEST(autodiff_as_type_passes_cotangent_back) {
     CHECK_NEAR(g[1], -3.0, 0);
 }
 
-static em_status f_sort(em_array *const *x, em_array **out) {
-    return em_sort(x[0], 0, false, out);
+/* cholesky of the 1x1 matrix [x]: no rule yet */
+static em_status f_cholesky(em_array *const *x, em_array **out) {
+    const int64_t square[] = {1, 1}, flat[] = {1};
+    em_array *m = NULL, *l = NULL;
+    em_status st = em_reshape(x[0], square, 2, &m);
+    if (st == EM_OK)
+        st = em_cholesky(m, &l);
+    if (st == EM_OK)
+        st = em_reshape(l, flat, 1, out);
+    em_array_release(m);
+    em_array_release(l);
+    return st;
 }
 EM_TEST(autodiff_missing_rule_is_an_error) {
-    const double x[] = {2, 1}, w[] = {1, 1};
-    double g[2];
-    CHECK_ERR(grad_of(f_sort, x, w, 2, g), EM_ERR_ARGUMENT,
-              "grad: no gradient rule for sort");
+    const double x[] = {4}, w[] = {1};
+    double g[1];
+    CHECK_ERR(grad_of(f_cholesky, x, w, 1, g), EM_ERR_ARGUMENT,
+              "grad: no gradient rule for linalg");
 }
 
 /* Through integers (argmax-like paths, comparisons) gradients are zero. */

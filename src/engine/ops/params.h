@@ -74,4 +74,25 @@ typedef struct dslice_params {
     int64_t strides[EM_MAX_NDIM];
 } dslice_params;
 
+typedef struct scan_params {
+    int op; /* em_scan_op */
+    int axis;
+    bool reverse;
+} scan_params;
+
+typedef struct sort_params {
+    int axis; /* normalised */
+    bool descending;
+    bool indices; /* argsort */
+} sort_params;
+
+/* window_reduce, window_scatter */
+typedef struct win_params {
+    int op; /* em_window_op, or the select direction for scatter */
+    int64_t window[EM_MAX_NDIM];
+    int64_t strides[EM_MAX_NDIM];
+    int64_t dil[EM_MAX_NDIM];
+    int64_t low[EM_MAX_NDIM];
+} win_params;
+
 #endif
