@@ -44,6 +44,23 @@ defmodule Emily.Compiler.AutodiffTest.Cases do
       {"gather", fn x -> T.gather(x, T.tensor([[0, 1], [1, 2], [0, 1]])) end, [{2, 3}], {-2, 2}},
       {"indexed_add", fn x, u -> T.indexed_add(x, T.tensor([[0, 1], [1, 2], [0, 1]]), u) end,
        [{2, 3}, {3}], {-2, 2}},
+      {"sort", fn x -> T.sort(x, axis: 1, direction: :desc) end, [{2, 4}], {-2, 2}},
+      {"top_k values", fn x -> elem(T.top_k(x, k: 2), 0) end, [{2, 4}], {-2, 2}},
+      {"cumulative_sum", fn x -> T.cumulative_sum(x, axis: 1) end, [{2, 4}], {-2, 2}},
+      {"cumulative_sum reverse", fn x -> T.cumulative_sum(x, reverse: true) end, [{4}], {-2, 2}},
+      {"cumulative_product", fn x -> T.cumulative_product(x, axis: 0) end, [{3, 2}], {0.5, 1.5}},
+      {"cumulative_max", fn x -> T.cumulative_max(x, axis: 1) end, [{2, 5}], {-2, 2}},
+      {"cumulative_min", fn x -> T.cumulative_min(x, axis: 1, reverse: true) end, [{2, 5}],
+       {-2, 2}},
+      {"window_sum", fn x -> T.window_sum(x, {2, 2}, strides: [1, 2], padding: :same) end,
+       [{3, 4}], {-2, 2}},
+      {"window_mean", fn x -> T.window_mean(x, {2, 1}) end, [{3, 2}], {-2, 2}},
+      {"window_max",
+       fn x -> T.window_max(x, {2, 2}, strides: [2, 1], padding: [{0, 1}, {1, 0}]) end, [{3, 3}],
+       {-2, 2}},
+      {"window_min", fn x -> T.window_min(x, {1, 3}, padding: :valid) end, [{2, 4}], {-2, 2}},
+      {"window_product", fn x -> T.window_product(x, {2, 2}, window_dilations: [1, 2]) end,
+       [{3, 4}], {0.5, 1.5}},
       {"indexed_put", fn x, u -> T.indexed_put(x, T.tensor([[0, 1], [1, 2]]), u) end,
        [{2, 3}, {2}], {-2, 2}}
     ]
@@ -284,10 +301,13 @@ defmodule Emily.Compiler.AutodiffTest do
       end).(T.tensor(1.0))
     end
 
-    assert_raise ArgumentError, ~r/grad: no gradient rule for sort/, fn ->
-      AD.grad(fn x -> T.sum(T.multiply(T.sort(x), T.tensor([1.0, 2.0]))) end).(
-        T.tensor([2.0, 1.0])
-      )
+    assert_raise ArgumentError, ~r/grad: no gradient rule for conv/, fn ->
+      kernel = T.tensor([[[1.0, 2.0]]])
+      AD.grad(fn x -> T.sum(T.conv(x, kernel)) end).(T.tensor([[[2.0, 1.0, 3.0]]]))
+    end
+
+    assert_raise ArgumentError, ~r/gradients through complex values are not supported/, fn ->
+      AD.grad(fn x -> T.sum(T.real(T.fft(x))) end).(T.tensor([2.0, 1.0]))
     end
 
     assert_raise ArgumentError, ~r/argnums/, fn -> AD.grad(fn x -> x end, argnums: 1) end
