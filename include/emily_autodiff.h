@@ -17,9 +17,9 @@
  * integer or pred outputs (comparisons, argmax, random bits, integer
  * arithmetic) contribute zero, as in Nx. A float node on a path from a
  * wrapper to an output whose primitive has no rule fails with
- * EM_ERR_ARGUMENT "grad: no gradient rule for <prim>" (today: conv,
- * window_scatter, linalg, random_erf_inv); so does a gradient that would
- * flow through a complex value (fft).
+ * EM_ERR_ARGUMENT "grad: no gradient rule for <prim>" (today: linalg,
+ * window_scatter, random_erf_inv, conv with batch_groups); so does a
+ * gradient that would flow through a complex value (fft).
  */
 #ifndef EMILY_AUTODIFF_H
 #define EMILY_AUTODIFF_H

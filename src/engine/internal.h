@@ -225,6 +225,7 @@ em_status em__vjp_dynamic_put_slice(em_array *, em_array *, const bool *,
 em_status em__vjp_scan(em_array *, em_array *, const bool *, em_array **);
 em_status em__vjp_sort(em_array *, em_array *, const bool *, em_array **);
 em_status em__vjp_window(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_conv(em_array *, em_array *, const bool *, em_array **);
 
 /* ------------------------------------------------------------------------ */
 /* Layout helpers for kernels                                                */

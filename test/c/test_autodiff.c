@@ -6,6 +6,7 @@
  * error paths.
  */
 #include "emily_autodiff.h"
+#include "emily_conv.h"
 #include "emily_linalg.h"
 #include "emily_pad.h"
 #include "emily_scan.h"
@@ -407,6 +408,33 @@ static em_status f_window_sum_crop(em_array *const *x, em_array **out) {
     return em_window_reduce(EM_WINDOW_SUM, x[0], &o, out);
 }
 
+static em_status f_conv_plain(em_array *const *x, em_array **out) {
+    em_conv_options o;
+    memset(&o, 0, sizeof o);
+    return em_conv(x[0], x[1], &o, out);
+}
+static em_status f_conv_strided(em_array *const *x, em_array **out) {
+    em_conv_options o;
+    memset(&o, 0, sizeof o);
+    o.strides[0] = 2, o.pad_low[0] = 1, o.pad_high[0] = 2;
+    o.kernel_dilation[0] = 2;
+    return em_conv(x[0], x[1], &o, out);
+}
+static em_status f_conv_grouped_2d(em_array *const *x, em_array **out) {
+    em_conv_options o;
+    memset(&o, 0, sizeof o);
+    o.strides[0] = 1, o.strides[1] = 2;
+    o.pad_low[0] = 1, o.pad_high[1] = 1;
+    o.feature_groups = 2;
+    return em_conv(x[0], x[1], &o, out);
+}
+static em_status f_conv_input_dilated(em_array *const *x, em_array **out) {
+    em_conv_options o;
+    memset(&o, 0, sizeof o);
+    o.input_dilation[0] = 2, o.pad_low[0] = -1, o.pad_high[0] = 1;
+    return em_conv(x[0], x[1], &o, out);
+}
+
 #define S1(a) {1}, {{a}}
 #define S2(a, b) {2}, {{a, b}}
 #define S3(a, b, c) {3}, {{a, b, c}}
@@ -453,6 +481,16 @@ static const grad_case binary_cases[] = {
     {"atan2", f_atan2, 2, {2, 2}, {{2, 3}, {2, 3}}, -2, 2},
     {"select", f_select, 3, {2, 2, 1}, {{2, 3}, {2, 3}, {3}}, 0, 1},
     {"clip", f_clip, 3, {2, 0, 1}, {{2, 3}, {0}, {3}}, 0, 1},
+};
+
+static const grad_case conv_cases[] = {
+    {"conv", f_conv_plain, 2, {3, 3}, {{2, 3, 5}, {4, 3, 2}}, -1, 1},
+    {"conv strided, padded, kernel dilation", f_conv_strided, 2, {3, 3},
+     {{1, 2, 7}, {3, 2, 2}}, -1, 1},
+    {"conv 2-d, feature groups", f_conv_grouped_2d, 2, {4, 4},
+     {{1, 4, 4, 5}, {6, 2, 2, 3}}, -1, 1},
+    {"conv input dilation, cropping", f_conv_input_dilated, 2, {3, 3},
+     {{1, 1, 4}, {2, 1, 3}}, -1, 1},
 };
 
 static const grad_case ordering_cases[] = {
@@ -514,6 +552,7 @@ EM_TEST(autodiff_unary_vs_finite_differences) { RUN_CASES(unary_cases); }
 EM_TEST(autodiff_binary_vs_finite_differences) { RUN_CASES(binary_cases); }
 EM_TEST(autodiff_reduce_vs_finite_differences) { RUN_CASES(reduce_cases); }
 EM_TEST(autodiff_ordering_vs_finite_differences) { RUN_CASES(ordering_cases); }
+EM_TEST(autodiff_conv_vs_finite_differences) { RUN_CASES(conv_cases); }
 EM_TEST(autodiff_shape_index_vs_finite_differences) {
     RUN_CASES(shape_cases);
 }

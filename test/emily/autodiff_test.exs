@@ -44,6 +44,12 @@ defmodule Emily.Compiler.AutodiffTest.Cases do
       {"gather", fn x -> T.gather(x, T.tensor([[0, 1], [1, 2], [0, 1]])) end, [{2, 3}], {-2, 2}},
       {"indexed_add", fn x, u -> T.indexed_add(x, T.tensor([[0, 1], [1, 2], [0, 1]]), u) end,
        [{2, 3}, {3}], {-2, 2}},
+      {"conv", fn x, k -> T.conv(x, k, strides: [2], padding: [{1, 1}]) end,
+       [{2, 3, 6}, {4, 3, 2}], {-1, 1}},
+      {"conv 2-d grouped, dilated",
+       fn x, k ->
+         T.conv(x, k, feature_group_size: 2, kernel_dilation: [1, 2], padding: :same)
+       end, [{1, 4, 3, 5}, {2, 2, 2, 2}], {-1, 1}},
       {"sort", fn x -> T.sort(x, axis: 1, direction: :desc) end, [{2, 4}], {-2, 2}},
       {"top_k values", fn x -> elem(T.top_k(x, k: 2), 0) end, [{2, 4}], {-2, 2}},
       {"cumulative_sum", fn x -> T.cumulative_sum(x, axis: 1) end, [{2, 4}], {-2, 2}},
@@ -301,9 +307,14 @@ defmodule Emily.Compiler.AutodiffTest do
       end).(T.tensor(1.0))
     end
 
-    assert_raise ArgumentError, ~r/grad: no gradient rule for conv/, fn ->
-      kernel = T.tensor([[[1.0, 2.0]]])
-      AD.grad(fn x -> T.sum(T.conv(x, kernel)) end).(T.tensor([[[2.0, 1.0, 3.0]]]))
+    assert_raise ArgumentError, ~r/grad: no gradient rule for linalg/, fn ->
+      AD.grad(fn x -> T.sum(Emily.Tensor.LinAlg.cholesky(x)) end).(T.tensor([[4.0]]))
+    end
+
+    assert_raise ArgumentError, ~r/no gradient rule for conv with batch_groups/, fn ->
+      kernel = T.tensor([[[1.0, 2.0]], [[3.0, 4.0]]])
+      f = fn x -> T.sum(T.conv(x, kernel, batch_group_size: 2)) end
+      AD.grad(f).(T.tensor([[[2.0, 1.0, 3.0]], [[1.0, 1.0, 1.0]]]))
     end
 
     assert_raise ArgumentError, ~r/gradients through complex values are not supported/, fn ->

@@ -23,9 +23,10 @@ defmodule Emily.Compiler.Autodiff do
     * The function must return a scalar tensor unless a `:cotangent` is
       given. Gradients flow through real floats only: comparisons, argmax,
       integer arithmetic and random bits contribute zero (as in Nx). An op
-      whose gradient rule is not written yet (conv, window_scatter_*,
-      linear algebra) raises `ArgumentError` "grad: no gradient rule for
-      <op>"; complex values (FFT) raise as well.
+      whose gradient rule is not written yet (linear algebra,
+      window_scatter_*, conv with batch groups) raises `ArgumentError`
+      "grad: no gradient rule for <op>"; complex values (FFT) raise as
+      well.
     * Reading a value inside the function (`to_number/1`, `Emily.eval/1`)
       evaluates it and cuts the graph: a value built inside the function
       and evaluated there raises `ArgumentError` (wrap it in

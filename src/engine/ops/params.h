@@ -95,4 +95,11 @@ typedef struct win_params {
     int64_t low[EM_MAX_NDIM];
 } win_params;
 
+/* conv: per spatial axis (the high padding follows from the shapes) */
+typedef struct conv_params {
+    int64_t strides[EM_MAX_NDIM], low[EM_MAX_NDIM], idil[EM_MAX_NDIM],
+        kdil[EM_MAX_NDIM];
+    int64_t fgroups, bgroups;
+} conv_params;
+
 #endif
