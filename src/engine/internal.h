@@ -211,8 +211,7 @@ em_status em__vjp_reverse(em_array *, em_array *, const bool *, em_array **);
 em_status em__vjp_dot(em_array *, em_array *, const bool *, em_array **);
 em_status em__vjp_gather(em_array *, em_array *, const bool *, em_array **);
 em_status em__vjp_take(em_array *, em_array *, const bool *, em_array **);
-em_status em__vjp_take_along(em_array *, em_array *, const bool *,
-                             em_array **);
+em_status em__vjp_take_along(em_array *, em_array *, const bool *, em_array **);
 em_status em__vjp_indexed(em_array *, em_array *, const bool *, em_array **);
 em_status em__vjp_put_slice(em_array *, em_array *, const bool *, em_array **);
 em_status em__vjp_concatenate(em_array *, em_array *, const bool *,

@@ -21,8 +21,7 @@ static em_status share_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim identity_prim = {"identity", share_eval,
-                                      em__vjp_identity};
+static const em_prim identity_prim = {"identity", share_eval, em__vjp_identity};
 static const em_prim stop_gradient_prim = {"stop_gradient", share_eval,
                                            em__vjp_zero};
 
@@ -34,7 +33,8 @@ static em_status same_layout_view(const em_prim *prim, em_array *a,
     if (!a || !out)
         return em__fail(EM_ERR_ARGUMENT, "%s: NULL argument", prim->name);
     em_array *node;
-    em_status st = em__node_new(prim, a->dtype, a->shape, a->ndim, &a, 1, &node);
+    em_status st =
+        em__node_new(prim, a->dtype, a->shape, a->ndim, &a, 1, &node);
     if (st != EM_OK)
         return st;
     node->offset = a->offset;
@@ -270,8 +270,7 @@ static em_status check_args(em_array *const *outputs,
 em_status em_vjp(em_array *const *outputs, em_array *const *cotangents,
                  size_t noutputs, em_array *const *wrt, size_t nwrt,
                  em_array **grads) {
-    em_status st =
-        check_args(outputs, cotangents, noutputs, wrt, nwrt, grads);
+    em_status st = check_args(outputs, cotangents, noutputs, wrt, nwrt, grads);
     if (st != EM_OK)
         return st;
     for (size_t i = 0; i < nwrt; i++)

@@ -57,9 +57,10 @@ static em_array *input_grad(ad_ctx *c, const conv_params *p, em_array *x,
         return NULL; /* caller checked */
     em_array *k2 = kernel;
     if (F > 1)
-        k2 = ad_reshape(c, ad_transpose(c, ad_reshape(c, kernel, split, ns + 3),
-                                        perm, ns + 3),
-                        merged, ns + 2);
+        k2 = ad_reshape(
+            c,
+            ad_transpose(c, ad_reshape(c, kernel, split, ns + 3), perm, ns + 3),
+            merged, ns + 2);
     else
         k2 = swap01(c, kernel);
     em_array *flipped = NULL;

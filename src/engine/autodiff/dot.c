@@ -11,7 +11,7 @@
 #include "rules.h"
 
 typedef struct dot_side {
-    const int *bx, *by;     /* batch axes of x and y (-1: broadcast) */
+    const int *bx, *by; /* batch axes of x and y (-1: broadcast) */
     const int *x_free, *y_free;
     int nx_free, ny_free;
     int x_free_pos, y_free_pos; /* first position of each in ct */
@@ -114,7 +114,7 @@ em_status em__vjp_dot(em_array *node, em_array *ct, const bool *needs,
         ad_out(&c, &in_cts[0], dot_grad(&c, p, &s, ct, a, b));
     }
     if (needs[1]) {
-        dot_side s = {p->batch_b, p->batch_a, p->n_axes, p->m_axes,
+        dot_side s = {p->batch_b, p->batch_a, p->n_axes,         p->m_axes,
                       p->nn,      p->nm,      p->nbatch + p->nm, p->nbatch,
                       p->k_b,     p->k_a};
         ad_out(&c, &in_cts[1], dot_grad(&c, p, &s, ct, b, a));

@@ -7,8 +7,8 @@
 
 /* d/dx of the unary op, times ct. x is the input, y the node's value.
  * NULL result: the op is piecewise constant (zero gradient). */
-static em_array *unary_grad(ad_ctx *c, em_unary_op op, em_array *x,
-                            em_array *y, em_array *ct) {
+static em_array *unary_grad(ad_ctx *c, em_unary_op op, em_array *x, em_array *y,
+                            em_array *ct) {
     em_dtype t = x->dtype;
 #define ONE ad_scalar(c, 1.0, t)
 #define SQ(v) ad_mul(c, (v), (v))
@@ -50,8 +50,7 @@ static em_array *unary_grad(ad_ctx *c, em_unary_op op, em_array *x,
         return ad_mul(c, ad_scale(c, ct, sqrt(M_PI) / 2.0),
                       ad_un(c, EM_UNARY_exp, SQ(y)));
     case EM_UNARY_asin: /* 1 / sqrt(1 - x^2) */
-        return ad_mul(c, ct,
-                      ad_un(c, EM_UNARY_rsqrt, ad_sub(c, ONE, SQ(x))));
+        return ad_mul(c, ct, ad_un(c, EM_UNARY_rsqrt, ad_sub(c, ONE, SQ(x))));
     case EM_UNARY_acos:
         return ad_mul(c, ad_un(c, EM_UNARY_negate, ct),
                       ad_un(c, EM_UNARY_rsqrt, ad_sub(c, ONE, SQ(x))));
@@ -62,11 +61,9 @@ static em_array *unary_grad(ad_ctx *c, em_unary_op op, em_array *x,
     case EM_UNARY_cosh:
         return ad_mul(c, ct, ad_un(c, EM_UNARY_sinh, x));
     case EM_UNARY_asinh:
-        return ad_mul(c, ct,
-                      ad_un(c, EM_UNARY_rsqrt, ad_add(c, SQ(x), ONE)));
+        return ad_mul(c, ct, ad_un(c, EM_UNARY_rsqrt, ad_add(c, SQ(x), ONE)));
     case EM_UNARY_acosh:
-        return ad_mul(c, ct,
-                      ad_un(c, EM_UNARY_rsqrt, ad_sub(c, SQ(x), ONE)));
+        return ad_mul(c, ct, ad_un(c, EM_UNARY_rsqrt, ad_sub(c, SQ(x), ONE)));
     case EM_UNARY_atanh:
         return ad_div(c, ct, ad_sub(c, ONE, SQ(x)));
     case EM_UNARY_cbrt: /* x^(-2/3) / 3 = 1 / (3 y^2) */
@@ -94,8 +91,10 @@ em_status em__vjp_unary(em_array *node, em_array *ct, const bool *needs,
 static void extremum_grad(ad_ctx *c, em_array *node, em_array *ct,
                           em_array **ga, em_array **gb) {
     em_array *a = node->inputs[0], *b = node->inputs[1];
-    em_array *ma = ad_as_type(c, ad_bin(c, EM_BINARY_equal, a, node), ct->dtype);
-    em_array *mb = ad_as_type(c, ad_bin(c, EM_BINARY_equal, b, node), ct->dtype);
+    em_array *ma =
+        ad_as_type(c, ad_bin(c, EM_BINARY_equal, a, node), ct->dtype);
+    em_array *mb =
+        ad_as_type(c, ad_bin(c, EM_BINARY_equal, b, node), ct->dtype);
     em_array *share = ad_div(c, ct, ad_add(c, ma, mb));
     *ga = ad_mul(c, share, ma);
     *gb = ad_mul(c, share, mb);
@@ -129,7 +128,8 @@ em_status em__vjp_binary(em_array *node, em_array *ct, const bool *needs,
     case EM_BINARY_pow: { /* b a^(b-1); a^b log a (0 where a^b is 0) */
         if (needs[0]) {
             em_array *bm1 = ad_sub(&c, b, ad_scalar(&c, 1.0, b->dtype));
-            ga = ad_mul(&c, ct, ad_mul(&c, b, ad_bin(&c, EM_BINARY_pow, a, bm1)));
+            ga = ad_mul(&c, ct,
+                        ad_mul(&c, b, ad_bin(&c, EM_BINARY_pow, a, bm1)));
         }
         if (needs[1]) {
             em_array *zero = ad_scalar(&c, 0.0, a->dtype);
@@ -145,9 +145,10 @@ em_status em__vjp_binary(em_array *node, em_array *ct, const bool *needs,
         break;
     case EM_BINARY_remainder: /* a - b trunc(a/b): trunc(a/b) = (a - r)/b */
         ga = ct;
-        gb = needs[1] ? ad_un(&c, EM_UNARY_negate,
-                              ad_mul(&c, ct, ad_div(&c, ad_sub(&c, a, node), b)))
-                      : NULL;
+        gb = needs[1]
+                 ? ad_un(&c, EM_UNARY_negate,
+                         ad_mul(&c, ct, ad_div(&c, ad_sub(&c, a, node), b)))
+                 : NULL;
         break;
     case EM_BINARY_atan2: { /* atan2(a, b): (b, -a) / (a^2 + b^2) */
         em_array *r2 = ad_add(&c, ad_mul(&c, a, a), ad_mul(&c, b, b));

@@ -10,8 +10,8 @@
 static em_array *scatter_add_into_zeros(ad_ctx *c, const em_array *a,
                                         em_array *indices, em_array *updates,
                                         const int *axes, int naxes) {
-    em_array *zeros = ad_zeros(c, a->shape, a->ndim, updates ? updates->dtype
-                                                            : a->dtype);
+    em_array *zeros =
+        ad_zeros(c, a->shape, a->ndim, updates ? updates->dtype : a->dtype);
     if (c->st != EM_OK)
         return NULL;
     em_array *r = NULL;
@@ -89,9 +89,8 @@ em_status em__vjp_take_along(em_array *node, em_array *ct, const bool *needs,
             coord = ad_broadcast(&c, idx64, node->shape, nd);
         } else {
             em_array *r = NULL;
-            em_status st = c.st == EM_OK
-                               ? em_iota(node->shape, nd, d, EM_S64, &r)
-                               : c.st;
+            em_status st =
+                c.st == EM_OK ? em_iota(node->shape, nd, d, EM_S64, &r) : c.st;
             coord = ad_keep(&c, st, r);
         }
         parts[d] = ad_reshape(&c, coord, col, nd + 1);
@@ -118,10 +117,9 @@ em_status em__vjp_indexed(em_array *node, em_array *ct, const bool *needs,
         } else {
             em_array *zeros = ad_zeros(&c, upd->shape, upd->ndim, ct->dtype);
             em_array *r = NULL;
-            em_status st = c.st == EM_OK
-                               ? em_indexed_put(ct, idx, zeros, p->axes,
-                                                p->naxes, &r)
-                               : c.st;
+            em_status st = c.st == EM_OK ? em_indexed_put(ct, idx, zeros,
+                                                          p->axes, p->naxes, &r)
+                                         : c.st;
             ad_out(&c, &in_cts[0], ad_keep(&c, st, r));
         }
     }

@@ -183,16 +183,16 @@ em_status em__vjp_window(em_array *node, em_array *ct, const bool *needs,
             o.dilations[i] = 1;
         }
         em_array *zero = ad_scalar(&c, 0.0, ct->dtype), *r = NULL;
-        em_status st = c.st == EM_OK
-                           ? em_window_scatter(p->op == EM_WINDOW_MAX, x, ct,
-                                               zero, &o, &r)
-                           : c.st;
+        em_status st = c.st == EM_OK ? em_window_scatter(p->op == EM_WINDOW_MAX,
+                                                         x, ct, zero, &o, &r)
+                                     : c.st;
         g = ad_keep(&c, st, r);
         break;
     }
     default:
-        return em__fail(EM_ERR_ARGUMENT, "grad: no gradient rule for window "
-                                         "op %d",
+        return em__fail(EM_ERR_ARGUMENT,
+                        "grad: no gradient rule for window "
+                        "op %d",
                         p->op);
     }
     ad_out(&c, &in_cts[0], g);

@@ -21,8 +21,8 @@ em_status em__vjp_reduce(em_array *node, em_array *ct, const bool *needs,
         if (reduced)
             axes[naxes++] = i;
     }
-    em_array *spread = ad_broadcast(
-        &c, ad_reshape(&c, ct, kept, x->ndim), x->shape, x->ndim);
+    em_array *spread =
+        ad_broadcast(&c, ad_reshape(&c, ct, kept, x->ndim), x->shape, x->ndim);
     em_array *g = NULL;
     switch (p->op) {
     case EM_REDUCE_sum:

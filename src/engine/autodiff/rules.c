@@ -15,9 +15,9 @@ em_array *ad_keep(ad_ctx *c, em_status st, em_array *a) {
     }
     if (c->ntmp == AD_MAX_TMP) {
         em_array_release(a);
-        c->st = em__fail(EM_ERR_RUNTIME,
-                         "grad: a rule built more than %d temporaries",
-                         AD_MAX_TMP);
+        c->st =
+            em__fail(EM_ERR_RUNTIME,
+                     "grad: a rule built more than %d temporaries", AD_MAX_TMP);
         return NULL;
     }
     c->tmp[c->ntmp++] = a;
@@ -111,8 +111,7 @@ em_array *ad_reshape(ad_ctx *c, em_array *a, const int64_t *shape, int ndim) {
     return ad_keep(c, st, r);
 }
 
-em_array *ad_broadcast(ad_ctx *c, em_array *a, const int64_t *shape,
-                       int ndim) {
+em_array *ad_broadcast(ad_ctx *c, em_array *a, const int64_t *shape, int ndim) {
     AD_GUARD(c);
     em_array *r = NULL;
     em_status st = em_broadcast_to(a, shape, ndim, &r);

@@ -26,7 +26,10 @@ typedef struct ad_ctx {
     em_array *tmp[AD_MAX_TMP];
 } ad_ctx;
 
-#define AD_INIT {EM_OK, 0, {0}}
+#define AD_INIT                                                                \
+    {                                                                          \
+        EM_OK, 0, { 0 }                                                        \
+    }
 
 /* Keep `a` (built with status st) as a temporary; NULL on failure. */
 em_array *ad_keep(ad_ctx *c, em_status st, em_array *a);

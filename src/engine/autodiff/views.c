@@ -65,8 +65,8 @@ static em_array *scatter_strided(ad_ctx *c, em_array *ct, const em_array *like,
         high[i] = like->shape[i] - start[i] - span;
     }
     em_array *r = NULL;
-    em_status st = em_pad(ct, ad_scalar(c, 0.0, ct->dtype), low, high,
-                          interior, &r);
+    em_status st =
+        em_pad(ct, ad_scalar(c, 0.0, ct->dtype), low, high, interior, &r);
     return ad_keep(c, st, r);
 }
 
@@ -163,9 +163,8 @@ em_status em__vjp_pad(em_array *node, em_array *ct, const bool *needs,
     if (needs[0])
         ad_out(&c, &in_cts[0], ga);
     if (needs[1]) {
-        em_array *rest =
-            ad_sub(&c, ad_sum_axes(&c, ct, NULL, 0, false),
-                   ad_sum_axes(&c, ga, NULL, 0, false));
+        em_array *rest = ad_sub(&c, ad_sum_axes(&c, ct, NULL, 0, false),
+                                ad_sum_axes(&c, ga, NULL, 0, false));
         ad_out(&c, &in_cts[1],
                ad_reshape(&c, rest, node->inputs[1]->shape,
                           node->inputs[1]->ndim));
@@ -181,8 +180,8 @@ em_status em__vjp_put_slice(em_array *node, em_array *ct, const bool *needs,
     if (needs[0] && c.st == EM_OK) {
         em_array *zeros = ad_zeros(&c, update->shape, update->ndim, ct->dtype);
         em_array *r = NULL;
-        em_status st = c.st == EM_OK ? em_put_slice(ct, p->start, zeros, &r)
-                                     : c.st;
+        em_status st =
+            c.st == EM_OK ? em_put_slice(ct, p->start, zeros, &r) : c.st;
         ad_out(&c, &in_cts[0], ad_keep(&c, st, r));
     }
     if (needs[1])
@@ -190,8 +189,8 @@ em_status em__vjp_put_slice(em_array *node, em_array *ct, const bool *needs,
     return ad_finish(&c, in_cts, 2);
 }
 
-em_status em__vjp_dynamic_slice(em_array *node, em_array *ct,
-                                const bool *needs, em_array **in_cts) {
+em_status em__vjp_dynamic_slice(em_array *node, em_array *ct, const bool *needs,
+                                em_array **in_cts) {
     ad_ctx c = AD_INIT;
     const dslice_params *p = node->params;
     em_array *a = node->inputs[0], *starts = node->inputs[1];
@@ -203,9 +202,8 @@ em_status em__vjp_dynamic_slice(em_array *node, em_array *ct,
     if (needs[0]) {
         em_array *zeros = ad_zeros(&c, a->shape, a->ndim, ct->dtype);
         em_array *r = NULL;
-        em_status st = c.st == EM_OK
-                           ? em_dynamic_put_slice(zeros, starts, ct, &r)
-                           : c.st;
+        em_status st =
+            c.st == EM_OK ? em_dynamic_put_slice(zeros, starts, ct, &r) : c.st;
         ad_out(&c, &in_cts[0], ad_keep(&c, st, r));
     }
     return ad_finish(&c, in_cts, 2);
@@ -218,17 +216,15 @@ em_status em__vjp_dynamic_put_slice(em_array *node, em_array *ct,
     if (needs[0]) {
         em_array *zeros = ad_zeros(&c, update->shape, update->ndim, ct->dtype);
         em_array *r = NULL;
-        em_status st = c.st == EM_OK
-                           ? em_dynamic_put_slice(ct, starts, zeros, &r)
-                           : c.st;
+        em_status st =
+            c.st == EM_OK ? em_dynamic_put_slice(ct, starts, zeros, &r) : c.st;
         ad_out(&c, &in_cts[0], ad_keep(&c, st, r));
     }
     if (needs[2]) {
         em_array *r = NULL;
-        em_status st =
-            c.st == EM_OK
-                ? em_dynamic_slice(ct, starts, update->shape, NULL, &r)
-                : c.st;
+        em_status st = c.st == EM_OK ? em_dynamic_slice(ct, starts,
+                                                        update->shape, NULL, &r)
+                                     : c.st;
         ad_out(&c, &in_cts[2], ad_keep(&c, st, r));
     }
     return ad_finish(&c, in_cts, 3);

@@ -16,8 +16,8 @@
  * for sgemm and rounded once; integers run in a wrapping 32/64-bit
  * unsigned type through a cache-blocked loop split over columns.
  */
-#include "params.h"
 #include "internal.h"
+#include "params.h"
 
 #include "emily_conv.h"
 

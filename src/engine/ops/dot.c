@@ -13,8 +13,8 @@
  *     (wrapping arithmetic) and multiplied by a cache-blocked loop.
  * A batch axis an operand lacks (matmul broadcasting) has stride 0.
  */
-#include "params.h"
 #include "internal.h"
+#include "params.h"
 
 #include <cblas.h>
 #include <limits.h>

@@ -8,9 +8,9 @@
  * the window always lies inside the array. The data moves are the shared
  * strided copy (by element size, every dtype).
  */
-#include "params.h"
 #include "copy.h"
 #include "emily_pad.h"
+#include "params.h"
 
 /* ---- reading the starts -------------------------------------------------- */
 
@@ -75,7 +75,7 @@ static em_status dslice_eval(em_array *node) {
 }
 
 static const em_prim dslice_prim = {"dynamic_slice", dslice_eval,
-                                     em__vjp_dynamic_slice};
+                                    em__vjp_dynamic_slice};
 
 em_status em_dynamic_slice(em_array *a, em_array *starts, const int64_t *sizes,
                            const int64_t *strides, em_array **out) {
@@ -135,7 +135,7 @@ static em_status dput_eval(em_array *node) {
 }
 
 static const em_prim dput_prim = {"dynamic_put_slice", dput_eval,
-                                    em__vjp_dynamic_put_slice};
+                                  em__vjp_dynamic_put_slice};
 
 em_status em_dynamic_put_slice(em_array *a, em_array *starts, em_array *update,
                                em_array **out) {

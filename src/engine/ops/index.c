@@ -14,8 +14,8 @@
  * Data moves are byte-size generic (the words of copy.c); only
  * indexed_add looks at values and is instantiated per dtype.
  */
-#include "params.h"
 #include "copy.h"
+#include "params.h"
 
 #include <stdlib.h>
 
@@ -515,7 +515,7 @@ static em_status take_along_eval(em_array *node) {
 }
 
 static const em_prim take_along_prim = {"take_along_axis", take_along_eval,
-                                         em__vjp_take_along};
+                                        em__vjp_take_along};
 
 em_status em_take_along_axis(em_array *a, em_array *indices, int axis,
                              em_array **out) {
@@ -732,9 +732,9 @@ static em_status scatter_eval(em_array *node) {
 }
 
 static const em_prim indexed_add_prim = {"indexed_add", scatter_eval,
-                                           em__vjp_indexed};
+                                         em__vjp_indexed};
 static const em_prim indexed_put_prim = {"indexed_put", scatter_eval,
-                                           em__vjp_indexed};
+                                         em__vjp_indexed};
 
 static em_status indexed_update(const char *op, const em_prim *prim, bool add,
                                 em_array *a, em_array *indices,
@@ -826,8 +826,7 @@ static em_status in_range_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim in_range_prim = {"indices_in_range", in_range_eval,
-                                        NULL};
+static const em_prim in_range_prim = {"indices_in_range", in_range_eval, NULL};
 
 em_status em_indices_in_range(em_array *indices, int64_t bound,
                               em_array **out) {

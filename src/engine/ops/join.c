@@ -1,8 +1,8 @@
 /* join.c — ops that assemble one array from several: put_slice and
  * concatenate. Both write their inputs into regions of a row-major output
  * with the shared strided copy. */
-#include "params.h"
 #include "copy.h"
+#include "params.h"
 
 #include <limits.h>
 
@@ -39,7 +39,7 @@ static em_status put_slice_eval(em_array *node) {
 }
 
 static const em_prim put_slice_prim = {"put_slice", put_slice_eval,
-                                        em__vjp_put_slice};
+                                       em__vjp_put_slice};
 
 em_status em_put_slice(em_array *a, const int64_t *start, em_array *update,
                        em_array **out) {
@@ -98,7 +98,7 @@ static em_status concat_eval(em_array *node) {
 }
 
 static const em_prim concat_prim = {"concatenate", concat_eval,
-                                     em__vjp_concatenate};
+                                    em__vjp_concatenate};
 
 em_status em_concatenate(em_array *const *arrays, size_t n, int axis,
                          em_array **out) {

@@ -8,9 +8,9 @@
  * low + j * (interior + 1). Both steps use the shared strided copy, so one
  * code path serves every dtype (the copy is by element size).
  */
-#include "params.h"
 #include "copy.h"
 #include "emily_pad.h"
+#include "params.h"
 
 #include <limits.h>
 

@@ -22,8 +22,8 @@
  * from the dtype tables; the drivers are dtype-agnostic and see the kernels
  * through a small table of function pointers.
  */
-#include "params.h"
 #include "internal.h"
+#include "params.h"
 
 #include <limits.h>
 #include <stdio.h>

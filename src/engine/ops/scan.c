@@ -19,8 +19,8 @@
  * Kernels are written once (DEFINE_SCAN) and instantiated for every op and
  * dtype from the dtype tables.
  */
-#include "params.h"
 #include "internal.h"
+#include "params.h"
 
 #include "emily_scan.h"
 

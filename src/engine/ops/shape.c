@@ -29,15 +29,21 @@ static em_status copy_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim reshape_view_prim = {"reshape", view_eval, em__vjp_reshape};
-static const em_prim reshape_copy_prim = {"reshape", copy_eval, em__vjp_reshape};
-static const em_prim transpose_prim = {"transpose", view_eval, em__vjp_transpose};
-static const em_prim broadcast_prim = {"broadcast_to", view_eval, em__vjp_broadcast};
+static const em_prim reshape_view_prim = {"reshape", view_eval,
+                                          em__vjp_reshape};
+static const em_prim reshape_copy_prim = {"reshape", copy_eval,
+                                          em__vjp_reshape};
+static const em_prim transpose_prim = {"transpose", view_eval,
+                                       em__vjp_transpose};
+static const em_prim broadcast_prim = {"broadcast_to", view_eval,
+                                       em__vjp_broadcast};
 static const em_prim squeeze_prim = {"squeeze", view_eval, em__vjp_reshape};
-static const em_prim expand_dims_prim = {"expand_dims", view_eval, em__vjp_reshape};
+static const em_prim expand_dims_prim = {"expand_dims", view_eval,
+                                         em__vjp_reshape};
 static const em_prim slice_prim = {"slice", view_eval, em__vjp_slice};
 static const em_prim reverse_prim = {"reverse", view_eval, em__vjp_reverse};
-static const em_prim contiguous_prim = {"contiguous", copy_eval, em__vjp_identity};
+static const em_prim contiguous_prim = {"contiguous", copy_eval,
+                                        em__vjp_identity};
 
 static em_status null_argument(const char *op, em_array **out) {
     if (out)
@@ -75,7 +81,8 @@ static em_status make_view(const em_prim *prim, em_array *a,
  * it; on failure the node is released. */
 static em_status with_params(em_status st, const void *params, size_t size,
                              em_array **out) {
-    if (st == EM_OK && (st = em__node_set_params(*out, params, size)) != EM_OK) {
+    if (st == EM_OK &&
+        (st = em__node_set_params(*out, params, size)) != EM_OK) {
         em_array_release(*out);
         *out = NULL;
     }
@@ -230,8 +237,8 @@ em_status em_transpose(em_array *a, const int *perm, int ndim, em_array **out) {
     for (int i = 0; i < ndim; i++)
         p.perm[i] = perm[i] < 0 ? perm[i] + ndim : perm[i];
     return with_params(
-        make_view(&transpose_prim, a, shape, ndim, strides, a->offset, out),
-        &p, sizeof p, out);
+        make_view(&transpose_prim, a, shape, ndim, strides, a->offset, out), &p,
+        sizeof p, out);
 }
 
 /* ---- broadcast_to ------------------------------------------------------- */

@@ -22,8 +22,8 @@
  * (copying element bytes, so NaN payloads and -0.0 are kept); em_argsort
  * writes the indices.
  */
-#include "params.h"
 #include "internal.h"
+#include "params.h"
 
 #include "emily_sort.h"
 

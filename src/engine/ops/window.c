@@ -21,9 +21,9 @@
  * into the init-filled output sequentially in window order (overlapping
  * windows may pick the same position; the order matches Nx's fold).
  */
-#include "params.h"
 #include "copy.h"
 #include "emily_window.h"
+#include "params.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -265,7 +265,7 @@ static em_status window_eval(em_array *node) {
 }
 
 static const em_prim window_prim = {"window_reduce", window_eval,
-                                     em__vjp_window};
+                                    em__vjp_window};
 
 /* ------------------------------------------------------------------------ */
 /* Building                                                                  */
