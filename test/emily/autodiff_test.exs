@@ -300,6 +300,30 @@ defmodule Emily.Compiler.AutodiffTest do
     assert T.to_list(g) == [0.0]
   end
 
+  test "every float type: gradients match the f64 derivative" do
+    values = [-1.5, -0.25, 0.5, 2.0]
+    # d/dx sum(tanh(x) * x) = tanh(x) + x (1 - tanh(x)^2)
+    expected = Enum.map(values, fn x -> :math.tanh(x) + x * (1 - :math.pow(:math.tanh(x), 2)) end)
+    f = fn x -> T.sum(T.multiply(T.tanh(x), x)) end
+
+    for {type, tol} <- [{:f64, 1.0e-12}, {:f32, 1.0e-5}, {:f16, 1.0e-2}, {:bf16, 5.0e-2}] do
+      g = AD.grad(f).(T.tensor(values, type: type))
+      assert g.type == T.type(T.tensor(values, type: type))
+
+      for {got, want} <- Enum.zip(T.to_list(g), expected),
+          do: assert_in_delta(got, want, tol * (1 + abs(want)), "#{type}")
+    end
+  end
+
+  test "strided inputs: a transposed, sliced view is differentiated in place" do
+    base = T.iota({3, 4}, type: :f64)
+    view = base |> T.transpose() |> T.slice([1, 0], [2, 3])
+    c = T.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], type: :f64)
+    {value, g} = AD.value_and_grad(fn v -> T.sum(T.multiply(T.multiply(v, v), c)) end).(view)
+    assert T.to_list(g) == T.to_list(T.multiply(T.multiply(view, c), 2.0))
+    assert T.to_number(value) == T.to_number(T.sum(T.multiply(T.multiply(view, view), c)))
+  end
+
   test "a cotangent option allows non-scalar outputs" do
     {value, g} =
       AD.value_and_grad(fn x -> T.multiply(x, x) end, cotangent: T.tensor([1.0, 10.0])).(
