@@ -653,6 +653,33 @@ EM_TEST(autodiff_evaluated_inside_is_an_error) {
               "was evaluated inside the differentiated function");
 }
 
+/* Reading the variable itself inside the function evaluates the wrapper;
+ * it stays the variable: d/dx (x * x) = 2x, and d/dx x = 1. */
+static em_status f_square_after_eval(em_array *const *x, em_array **out) {
+    em_status st = em_eval(x, 1);
+    if (st == EM_OK)
+        st = em_binary(EM_BINARY_multiply, x[0], x[0], out);
+    return st;
+}
+static em_status f_itself_after_eval(em_array *const *x, em_array **out) {
+    em_status st = em_eval(x, 1);
+    if (st == EM_OK) {
+        em_array_retain(x[0]);
+        *out = x[0];
+    }
+    return st;
+}
+EM_TEST(autodiff_evaluated_wrapper_is_still_the_variable) {
+    const double x[] = {1.5, -2}, w[] = {1, 3};
+    double g[2];
+    CHECK_OK(grad_of(f_square_after_eval, x, w, 2, g));
+    CHECK_NEAR(g[0], 3.0, 0);
+    CHECK_NEAR(g[1], -12.0, 0);
+    CHECK_OK(grad_of(f_itself_after_eval, x, w, 2, g));
+    CHECK_NEAR(g[0], 1.0, 0);
+    CHECK_NEAR(g[1], 3.0, 0);
+}
+
 /* An unused input gets zeros; a constant built before the wrapper is fine
  * even when evaluated. */
 EM_TEST(autodiff_unused_input_and_constants) {

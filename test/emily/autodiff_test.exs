@@ -286,6 +286,28 @@ defmodule Emily.Compiler.AutodiffTest do
     assert T.to_number(AD.stop_gradient({T.tensor(1.0), [2]}) |> elem(0)) == 1.0
   end
 
+  test "values read inside: integers and stop_gradient are constants" do
+    x = T.tensor([1.0, 5.0, 2.0])
+
+    g =
+      AD.grad(fn x ->
+        i = T.argmax(x)
+        _ = T.to_number(i)
+        T.multiply(T.take(x, T.reshape(i, {1})), 3.0) |> T.sum()
+      end).(x)
+
+    assert T.to_list(g) == [0.0, 3.0, 0.0]
+
+    g =
+      AD.grad(fn x ->
+        y = T.exp(x)
+        _ = T.to_list(y)
+        T.sum(T.multiply(AD.stop_gradient(y), x))
+      end).(x)
+
+    assert T.to_list(g) == T.to_list(T.exp(x))
+  end
+
   test "integer inputs are differentiated as f32" do
     g = AD.grad(fn x -> T.sum(T.multiply(x, x)) end).(T.tensor([3, -1]))
     assert g.type == {:f, 32}

@@ -103,10 +103,13 @@ static void map_free(node_map *m) {
 
 /* ---- em_vjp ------------------------------------------------------------- */
 
-/* Built after the wrappers, yet already evaluated: evaluation detached it
- * from its inputs, so the path to the wrappers is lost. */
+/* A float value built after the wrappers, yet already evaluated:
+ * evaluation detached it from its inputs, so a gradient path to the
+ * wrappers may be lost. (Integer values never carry a gradient: reading
+ * indices inside the function is fine.) */
 static bool evaluated_inside(const em_array *a, uint64_t first_seq) {
     return a->prim != NULL && a->seq >= first_seq &&
+           em_dtype_is_float(a->dtype) &&
            atomic_load(&a->state) == EM_NODE_DONE;
 }
 
@@ -167,12 +170,52 @@ static void vjp_state_free(vjp_state *s) {
     map_free(&s->map);
 }
 
+static bool is_listed(const em_array *a, em_array *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == a)
+            return true;
+    return false;
+}
+
+/* A wrapper evaluated inside the function (reading a value computed from
+ * it evaluates it too) is no longer pending, so the topological order
+ * skips it; it is still the variable. Put such wrappers first, as leaves. */
+static em_status add_evaluated_wrt(vjp_state *s, em_array *const *wrt,
+                                   size_t nwrt) {
+    size_t extra = 0;
+    for (size_t i = 0; i < nwrt; i++)
+        extra += atomic_load(&wrt[i]->state) == EM_NODE_DONE;
+    if (extra == 0)
+        return EM_OK;
+    em_array **order = malloc(sizeof *order * (s->len + extra));
+    if (!order)
+        return em__fail(EM_ERR_OOM, "grad: out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < nwrt; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = order[k] == wrt[i];
+        if (!seen && atomic_load(&wrt[i]->state) == EM_NODE_DONE) {
+            em_array_retain(wrt[i]);
+            order[n++] = wrt[i];
+        }
+    }
+    if (s->len)
+        memcpy(order + n, s->order, sizeof *order * s->len);
+    free(s->order);
+    s->order = order;
+    s->len += n;
+    return EM_OK;
+}
+
 /* Mark relevant nodes (forward) and catch values evaluated inside. */
 static em_status mark_relevant(vjp_state *s, uint64_t first_seq) {
     for (size_t i = 0; i < s->len; i++) {
         em_array *node = s->order[i];
         bool rel = s->is_wrt[i];
-        for (int j = 0; j < node->ninputs && !s->is_wrt[i]; j++) {
+        /* stop_gradient: its input is a constant, evaluated or not */
+        bool cut = node->prim->vjp == em__vjp_zero;
+        for (int j = 0; j < node->ninputs && !s->is_wrt[i] && !cut; j++) {
             em_array *in = node->inputs[j];
             size_t k = map_find(&s->map, in);
             if (k != SIZE_MAX)
@@ -280,12 +323,15 @@ em_status em_vjp(em_array *const *outputs, em_array *const *cotangents,
         if (wrt[i]->seq < first_seq)
             first_seq = wrt[i]->seq;
     for (size_t k = 0; k < noutputs; k++)
-        if (evaluated_inside(outputs[k], first_seq))
+        if (evaluated_inside(outputs[k], first_seq) &&
+            !is_listed(outputs[k], wrt, nwrt))
             return evaluated_error(outputs[k]);
 
     vjp_state s;
     memset(&s, 0, sizeof s);
     st = em__topo_order(outputs, noutputs, &s.order, &s.len);
+    if (st == EM_OK)
+        st = add_evaluated_wrt(&s, wrt, nwrt);
     if (st == EM_OK)
         st = map_init(&s.map, s.order, s.len);
     if (st == EM_OK) {
