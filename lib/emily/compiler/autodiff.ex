@@ -28,9 +28,11 @@ defmodule Emily.Compiler.Autodiff do
       "grad: no gradient rule for <op>"; complex values (FFT) raise as
       well.
     * Reading a value inside the function (`to_number/1`, `Emily.eval/1`)
-      evaluates it and cuts the graph: a value built inside the function
-      and evaluated there raises `ArgumentError` (wrap it in
-      `stop_gradient/1` first when a constant is meant).
+      evaluates it and cuts the graph: a float value built inside the
+      function and evaluated there raises `ArgumentError` when the gradient
+      must flow through it (wrap it in `stop_gradient/1` when a constant
+      is meant). Integer values read inside (indices, argmax) are fine:
+      they carry no gradient.
   """
 
   alias Emily.Native
