@@ -47,8 +47,8 @@ em_status em_stop_gradient(em_array *a, em_array **out);
  *
  * Fails with EM_ERR_ARGUMENT (grads all NULL) when a primitive on the path
  * has no rule, when a gradient would flow through a complex value, or when
- * a float node built after the wrappers was evaluated and a gradient
- * must flow through it (evaluation detaches a node from its inputs,
+ * a float node built after the wrappers was evaluated and then used
+ * (evaluation detaches a node from its inputs,
  * cutting the path: "... was evaluated inside the differentiated
  * function"; integer nodes, inputs of em_stop_gradient and the wrappers
  * themselves are exempt). Nothing is evaluated. */

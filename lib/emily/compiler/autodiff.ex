@@ -29,9 +29,9 @@ defmodule Emily.Compiler.Autodiff do
       well.
     * Reading a value inside the function (`to_number/1`, `Emily.eval/1`)
       evaluates it and cuts the graph: a float value built inside the
-      function and evaluated there raises `ArgumentError` when the gradient
-      must flow through it (wrap it in `stop_gradient/1` when a constant
-      is meant). Integer values read inside (indices, argmax) are fine:
+      function, evaluated there and then used raises `ArgumentError`: the
+      engine can no longer tell whether it depended on the arguments (wrap
+      it in `stop_gradient/1` when a constant is meant). Integer values read inside (indices, argmax) are fine:
       they carry no gradient.
   """
 
