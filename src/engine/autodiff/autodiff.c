@@ -214,7 +214,7 @@ static em_status mark_relevant(vjp_state *s, uint64_t first_seq) {
         em_array *node = s->order[i];
         bool rel = s->is_wrt[i];
         /* stop_gradient: its input is a constant, evaluated or not */
-        bool cut = node->prim->vjp == em__vjp_zero;
+        bool cut = node->prim && node->prim->vjp == em__vjp_zero;
         for (int j = 0; j < node->ninputs && !s->is_wrt[i] && !cut; j++) {
             em_array *in = node->inputs[j];
             size_t k = map_find(&s->map, in);
@@ -229,7 +229,8 @@ static em_status mark_relevant(vjp_state *s, uint64_t first_seq) {
             return em__fail(EM_ERR_ARGUMENT,
                             "grad: gradients through complex values are not "
                             "supported (%s, a %s node)",
-                            em__describe(node, &d), node->prim->name);
+                            em__describe(node, &d),
+                            node->prim ? node->prim->name : "data");
         }
     }
     return EM_OK;
