@@ -65,7 +65,7 @@ static em_status iota_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim iota_prim = {"iota", iota_eval};
+static const em_prim iota_prim = {"iota", iota_eval, NULL};
 
 em_status em_iota(const int64_t *shape, int ndim, int axis, em_dtype dtype,
                   em_array **out) {
@@ -144,7 +144,7 @@ static em_status eye_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim eye_prim = {"eye", eye_eval};
+static const em_prim eye_prim = {"eye", eye_eval, NULL};
 
 em_status em_eye(const int64_t *shape, int ndim, int64_t k, em_dtype dtype,
                  em_array **out) {

@@ -24,6 +24,7 @@
  */
 #include "elementwise_internal.h"
 #include "internal.h"
+#include "params.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -529,11 +530,6 @@ static void reduce_run(reduce_job *j, int64_t nunits) {
     em__parallel_units(nunits, work, reduce_units_task, j);
 }
 
-typedef struct reduce_params {
-    em_reduce_op op;
-    unsigned mask; /* reduced axes of the input */
-} reduce_params;
-
 static em_status reduce_eval(em_array *node) {
     const reduce_params *p = node->params;
     const em_array *in = node->inputs[0];
@@ -601,7 +597,7 @@ static em_status reduce_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim reduce_prim = {"reduce", reduce_eval};
+static const em_prim reduce_prim = {"reduce", reduce_eval, em__vjp_reduce};
 
 const char *em_reduce_name(em_reduce_op op) {
     switch (op) {
@@ -894,7 +890,7 @@ static em_status argreduce_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim argreduce_prim = {"argreduce", argreduce_eval};
+static const em_prim argreduce_prim = {"argreduce", argreduce_eval, NULL};
 
 /* Largest index representable in an integer dtype. */
 static uint64_t index_dtype_max(em_dtype d) {
