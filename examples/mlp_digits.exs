@@ -4,11 +4,12 @@
 #   mix run examples/mlp_digits.exs [epochs]
 #
 # Needs python3-sklearn (scripts/setup.sh installs it) for the data file.
-# Each step calls a value_and_grad function: the forward pass only builds
-# the lazy graph, em_vjp appends the backward pass to it, and the loss, the
+# The training step (forward pass, backward pass from value_and_grad, and
+# the SGD-momentum update) is one function compiled with Emily.Compiler.jit:
+# traced once, then replayed in one NIF call per batch, and the loss, the
 # new parameters and the new velocities are evaluated in one call.
 
-alias Emily.Compiler.Autodiff
+alias Emily.Compiler
 alias Emily.Tensor, as: T
 
 epochs =
@@ -99,7 +100,7 @@ loss_fn = fn p, x, y ->
   log_probs |> T.multiply(y) |> T.sum(axes: [1]) |> T.mean() |> T.negate()
 end
 
-step = Autodiff.value_and_grad(loss_fn)
+grad_fn = Compiler.value_and_grad(loss_fn)
 
 accuracy = fn p, x, labels ->
   predicted = logits.(p, x) |> T.argmax(axis: 1) |> T.to_flat_list()
@@ -121,6 +122,17 @@ momentum = 0.9
 n_train = elem(T.shape(x_train), 0)
 batches = div(n_train, batch)
 velocity = Map.new(params, fn {k, v} -> {k, T.multiply(v, 0.0)} end)
+
+train_step =
+  Compiler.jit(fn params, velocity, xb, yb ->
+    {loss, grads} = grad_fn.(params, xb, yb)
+
+    velocity =
+      Map.new(velocity, fn {k, v} -> {k, T.add(T.multiply(v, momentum), grads[k])} end)
+
+    params = Map.new(params, fn {k, p} -> {k, T.subtract(p, T.multiply(velocity[k], lr))} end)
+    {loss, params, velocity}
+  end)
 bar_width = 30
 
 IO.puts(
@@ -141,12 +153,7 @@ started = System.monotonic_time(:millisecond)
       Enum.reduce(0..(batches - 1), {params, velocity, 0.0}, fn b, {params, velocity, loss_sum} ->
         xb = T.slice_along_axis(x_epoch, b * batch, batch, axis: 0)
         yb = T.slice_along_axis(y_epoch, b * batch, batch, axis: 0)
-        {loss, grads} = step.(params, xb, yb)
-
-        velocity =
-          Map.new(velocity, fn {k, v} -> {k, T.add(T.multiply(v, momentum), grads[k])} end)
-
-        params = Map.new(params, fn {k, p} -> {k, T.subtract(p, T.multiply(velocity[k], lr))} end)
+        {loss, params, velocity} = train_step.(params, velocity, xb, yb)
         eval_all.([loss | Map.values(params) ++ Map.values(velocity)])
 
         done = div((b + 1) * bar_width, batches)
