@@ -11,33 +11,7 @@
 
 alias Emily.Tensor, as: T
 
-defmodule CompilerBench do
-  def measure(fun, batch, batches) do
-    for _ <- 1..batch, do: fun.()
-
-    samples =
-      for _ <- 1..batches do
-        start = System.monotonic_time(:nanosecond)
-        for _ <- 1..batch, do: fun.()
-        (System.monotonic_time(:nanosecond) - start) / batch / 1000
-      end
-      |> Enum.sort()
-
-    at = fn q -> Enum.at(samples, min(length(samples) - 1, trunc(q * length(samples)))) end
-    {at.(0.5), at.(0.1), at.(0.9)}
-  end
-
-  def row(name, {median, p10, p90}) do
-    IO.puts(
-      String.pad_trailing(name, 52) <>
-        Enum.map_join(
-          [median, p10, p90],
-          "",
-          &String.pad_leading(:erlang.float_to_binary(&1, decimals: 2), 10)
-        )
-    )
-  end
-end
+Code.require_file("support/timing.exs", __DIR__)
 
 [a, b, c, d] = for i <- 1..4, do: T.multiply(T.iota({4}, type: :f32), i * 1.0)
 Enum.each([a, b, c, d], &T.to_binary/1)
@@ -91,8 +65,8 @@ IO.puts(
 
 results =
   for {name, fun} <- cases do
-    stats = CompilerBench.measure(fun, 2000, 30)
-    CompilerBench.row(name, stats)
+    stats = BenchTiming.measure(fun, 2000, 30)
+    BenchTiming.row(name, stats, 52)
     {name, elem(stats, 0)}
   end
   |> Map.new()

@@ -9,34 +9,7 @@
 
 alias Emily.Native
 
-defmodule Overhead do
-  def measure(fun, batch, batches) do
-    # Warm up (JIT, allocator cache, worker thread).
-    for _ <- 1..batch, do: fun.()
-
-    samples =
-      for _ <- 1..batches do
-        start = System.monotonic_time(:nanosecond)
-        for _ <- 1..batch, do: fun.()
-        (System.monotonic_time(:nanosecond) - start) / batch / 1000
-      end
-      |> Enum.sort()
-
-    at = fn q -> Enum.at(samples, min(length(samples) - 1, trunc(q * length(samples)))) end
-    {at.(0.5), at.(0.1), at.(0.9)}
-  end
-
-  def row(name, {median, p10, p90}) do
-    IO.puts(
-      String.pad_trailing(name, 46) <>
-        Enum.map_join(
-          [median, p10, p90],
-          "",
-          &String.pad_leading(:erlang.float_to_binary(&1, decimals: 2), 10)
-        )
-    )
-  end
-end
+Code.require_file("support/timing.exs", __DIR__)
 
 f32 = fn values ->
   Emily.from_binary(
@@ -109,10 +82,10 @@ IO.puts(
 )
 
 IO.puts(String.duplicate("-", 76))
-for {name, fun} <- build, do: Overhead.row(name, Overhead.measure(fun, 2000, 51))
-for {name, fun} <- round_trips, do: Overhead.row(name, Overhead.measure(fun, 200, 51))
+for {name, fun} <- build, do: BenchTiming.row(name, BenchTiming.measure(fun, 2000, 51), 46)
+for {name, fun} <- round_trips, do: BenchTiming.row(name, BenchTiming.measure(fun, 200, 51), 46)
 IO.puts(String.duplicate("-", 76))
-for {name, fun} <- tensor_build, do: Overhead.row(name, Overhead.measure(fun, 2000, 51))
-for {name, fun} <- tensor_round_trips, do: Overhead.row(name, Overhead.measure(fun, 200, 51))
+for {name, fun} <- tensor_build, do: BenchTiming.row(name, BenchTiming.measure(fun, 2000, 51), 46)
+for {name, fun} <- tensor_round_trips, do: BenchTiming.row(name, BenchTiming.measure(fun, 200, 51), 46)
 Emily.Stream.synchronize()
 Emily.Stream.close(stream)

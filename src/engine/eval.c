@@ -45,13 +45,6 @@ typedef struct node_set {
     size_t cap, len;
 } node_set;
 
-static size_t hash_ptr(const void *p) {
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return (size_t)x;
-}
 
 /* Returns 1 if inserted, 0 if present, -1 on allocation failure. */
 static int set_insert(node_set *s, em_array *a) {
@@ -62,7 +55,7 @@ static int set_insert(node_set *s, em_array *a) {
             return -1;
         for (size_t i = 0; i < s->cap; i++)
             if (s->slots[i]) {
-                size_t j = hash_ptr(s->slots[i]) & (ncap - 1);
+                size_t j = em__hash_ptr(s->slots[i]) & (ncap - 1);
                 while (slots[j])
                     j = (j + 1) & (ncap - 1);
                 slots[j] = s->slots[i];
@@ -71,7 +64,7 @@ static int set_insert(node_set *s, em_array *a) {
         s->slots = slots;
         s->cap = ncap;
     }
-    size_t j = hash_ptr(a) & (s->cap - 1);
+    size_t j = em__hash_ptr(a) & (s->cap - 1);
     while (s->slots[j]) {
         if (s->slots[j] == a)
             return 0;

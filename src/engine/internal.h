@@ -181,6 +181,30 @@ static inline void *em__data(const em_array *a) {
  * concurrent evaluations run once. */
 em_status em__eval_arrays(em_array *const *arrays, size_t n);
 
+/* Hash of a pointer for open-addressing sets and maps (a 64-bit finaliser
+ * mix: node addresses differ in their low bits only by allocation size). */
+static inline size_t em__hash_ptr(const void *p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* Pointer -> index map (ptr_map.c) for graph passes: the compiler's and
+ * autodiff's. Zero-initialise; keys are non-NULL node pointers. */
+typedef struct em__ptr_map {
+    const void **keys;
+    size_t *values;
+    size_t cap, len;
+} em__ptr_map;
+
+/* Insert or overwrite; false when out of memory. */
+bool em__ptr_map_put(em__ptr_map *m, const void *key, size_t value);
+/* The value for key, or false when absent. */
+bool em__ptr_map_get(const em__ptr_map *m, const void *key, size_t *value);
+void em__ptr_map_free(em__ptr_map *m);
+
 /* Every pending node reachable from roots, inputs before their consumers
  * (evaluated nodes are leaves and not listed). Each listed node is retained;
  * *out is malloc'd (NULL when empty). The compiler's tape and autodiff walk

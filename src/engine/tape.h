@@ -58,19 +58,6 @@ static inline bool em__tape_is_constant(const em_array *a) {
     return atomic_load(&((em_array *)a)->state) == EM_NODE_DONE;
 }
 
-/* Pointer -> index map used by the passes and the program builder
- * (open addressing; keys are node pointers). */
-typedef struct em__ptr_map {
-    const void **keys;
-    size_t *values;
-    size_t cap, len;
-} em__ptr_map;
-
-/* Insert or overwrite; false when out of memory. */
-bool em__ptr_map_put(em__ptr_map *m, const void *key, size_t value);
-/* The value for key, or false when absent. */
-bool em__ptr_map_get(const em__ptr_map *m, const void *key, size_t *value);
-void em__ptr_map_free(em__ptr_map *m);
 
 /* ---- programs as values (program.c; used by the while loop) ------------ */
 

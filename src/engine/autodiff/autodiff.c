@@ -54,51 +54,10 @@ em_status em_stop_gradient(em_array *a, em_array **out) {
 
 /* ---- node -> position in the topological order ------------------------- */
 
-typedef struct node_map {
-    size_t cap; /* power of two */
-    em_array **keys;
-    size_t *values;
-} node_map;
-
-static size_t hash_ptr(const void *p) {
-    uintptr_t x = (uintptr_t)p;
-    x ^= x >> 17;
-    x *= (uintptr_t)0x9E3779B97F4A7C15ull;
-    return (size_t)(x ^ (x >> 29));
-}
-
-static em_status map_init(node_map *m, em_array *const *nodes, size_t n) {
-    m->cap = 16;
-    while (m->cap < 2 * n)
-        m->cap *= 2;
-    m->keys = calloc(m->cap, sizeof *m->keys);
-    m->values = malloc(m->cap * sizeof *m->values);
-    if (!m->keys || !m->values)
-        return em__fail(EM_ERR_OOM, "grad: out of memory for %zu nodes", n);
-    for (size_t i = 0; i < n; i++) {
-        size_t h = hash_ptr(nodes[i]) & (m->cap - 1);
-        while (m->keys[h])
-            h = (h + 1) & (m->cap - 1);
-        m->keys[h] = nodes[i];
-        m->values[h] = i;
-    }
-    return EM_OK;
-}
-
-/* Position of `a`, or SIZE_MAX when it is not in the list. */
-static size_t map_find(const node_map *m, const em_array *a) {
-    size_t h = hash_ptr(a) & (m->cap - 1);
-    while (m->keys[h]) {
-        if (m->keys[h] == a)
-            return m->values[h];
-        h = (h + 1) & (m->cap - 1);
-    }
-    return SIZE_MAX;
-}
-
-static void map_free(node_map *m) {
-    free(m->keys);
-    free(m->values);
+/* Position of `a` in the order, or SIZE_MAX when it is not in it. */
+static size_t map_find(const em__ptr_map *m, const em_array *a) {
+    size_t pos;
+    return em__ptr_map_get(m, a, &pos) ? pos : SIZE_MAX;
 }
 
 /* ---- em_vjp ------------------------------------------------------------- */
@@ -152,7 +111,7 @@ static bool same_type_shape(const em_array *a, const em_array *b) {
 typedef struct vjp_state {
     em_array **order; /* pending nodes, inputs first (retained) */
     size_t len;
-    node_map map;
+    em__ptr_map map;
     bool *relevant; /* float node on a path from a wrapper */
     bool *is_wrt;
     em_array **ct; /* cotangent per position (owned) */
@@ -167,7 +126,7 @@ static void vjp_state_free(vjp_state *s) {
     free(s->relevant);
     free(s->is_wrt);
     free(s->ct);
-    map_free(&s->map);
+    em__ptr_map_free(&s->map);
 }
 
 static bool is_listed(const em_array *a, em_array *const *list, size_t n) {
@@ -333,8 +292,10 @@ em_status em_vjp(em_array *const *outputs, em_array *const *cotangents,
     st = em__topo_order(outputs, noutputs, &s.order, &s.len);
     if (st == EM_OK)
         st = add_evaluated_wrt(&s, wrt, nwrt);
-    if (st == EM_OK)
-        st = map_init(&s.map, s.order, s.len);
+    for (size_t i = 0; i < s.len && st == EM_OK; i++)
+        if (!em__ptr_map_put(&s.map, s.order[i], i))
+            st = em__fail(EM_ERR_OOM, "grad: out of memory for %zu nodes",
+                          s.len);
     if (st == EM_OK) {
         size_t n = s.len ? s.len : 1;
         s.relevant = calloc(n, sizeof *s.relevant);
