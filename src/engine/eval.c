@@ -195,7 +195,8 @@ static em_status run_node(em_array *node) {
         pthread_mutex_unlock(&wait_lock);
         /* PENDING again means the other thread failed; try ourselves. */
     }
-    em_status st = node->prim->eval(node);
+    em_status st = node->device == EM_DEVICE_CPU ? node->prim->eval(node)
+                                                 : node->prim->gpu_eval(node);
     if (st == EM_OK) {
         finish_node(node);
     } else {

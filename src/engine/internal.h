@@ -17,6 +17,7 @@
 #define EMILY_INTERNAL_H
 
 #include "emily.h"
+#include "emily_device.h"
 
 #include <complex.h>
 #include <math.h>
@@ -56,10 +57,13 @@ typedef struct em_buffer {
     atomic_bool pinned;
     void (*release)(void *ctx); /* external memory: how to give it back */
     void *release_ctx;
+    em_device device; /* where data points: host memory or a GPU's */
 } em_buffer;
 
 /* A buffer of `nbytes` (64-byte aligned, from the size-bucketed cache). */
 em_status em__buffer_new(size_t nbytes, em_buffer **out);
+/* The same on `device` (a GPU's memory through the CUDA backend). */
+em_status em__buffer_new_on(em_device device, size_t nbytes, em_buffer **out);
 em_status em__buffer_external(const void *data, size_t nbytes,
                               void (*release)(void *), void *ctx,
                               em_buffer **out);
@@ -70,10 +74,19 @@ void em__buffer_release(em_buffer *b);
 /* Primitives and nodes                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* Primitives without a GPU kernel are written {"name", eval} and leave
+ * gpu_eval NULL on purpose: that is the documented "CPU only" marker, not a
+ * forgotten field. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 typedef struct em_prim {
     const char *name;
     /* Compute node->buffer from its (evaluated) inputs. */
     em_status (*eval)(em_array *node);
+    /* The same for a node on a GPU; NULL: the op has no GPU kernel yet
+     * (building it on a GPU fails). Views that only share their input's
+     * buffer use their `eval` here too. */
+    em_status (*gpu_eval)(em_array *node);
 } em_prim;
 
 enum em_node_state {
@@ -105,6 +118,7 @@ struct em_array {
     uint64_t seq;
     em_status error_status;
     char *error_message; /* heap copy when state == FAILED */
+    em_device device;    /* inputs' device (see emily_device.h) */
 };
 
 /* A new pending node with row-major strides; takes references to inputs.
@@ -155,6 +169,29 @@ em_status em__alloc_output(em_array *node, em_array *const *donors,
 /* Views: share input `src`'s buffer; node's strides/offset already describe
  * the view relative to that buffer. */
 void em__share_buffer(em_array *node, const em_array *src);
+
+/* ---- devices (device.c, gpu.c) ----------------------------------------- */
+
+struct em_cuda_api;
+/* The CUDA backend for a GPU device (loading it on first use), or
+ * EM_ERR_UNSUPPORTED with the reason. *ordinal is the CUDA device number. */
+em_status em__gpu_backend(em_device device, const struct em_cuda_api **api,
+                          int *ordinal);
+/* Fail with the backend's last error message and its status. */
+em_status em__gpu_fail(const struct em_cuda_api *api, int status,
+                       const char *op);
+/* Copy an evaluated, row-contiguous array's bytes to host memory. */
+em_status em__read_device(const em_array *a, void *dst, size_t nbytes);
+/* GPU evals shared by op families (gpu.c). */
+em_status em__gpu_unary_eval(em_array *node);
+em_status em__gpu_binary_eval(em_array *node);
+em_status em__gpu_select_eval(em_array *node);
+em_status em__gpu_clip_eval(em_array *node);
+em_status em__gpu_cast_eval(em_array *node); /* as_type and copies */
+em_status em__gpu_iota_eval(em_array *node);
+em_status em__gpu_reduce_eval(em_array *node);
+em_status em__gpu_argreduce_eval(em_array *node);
+em_status em__gpu_dot_eval(em_array *node);
 
 /* Typed element pointer of an evaluated array at its offset. */
 static inline void *em__data(const em_array *a) {

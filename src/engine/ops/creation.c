@@ -1,5 +1,6 @@
 /* creation.c — arrays made from a shape: iota, eye, full. */
 #include "copy.h"
+#include "params.h"
 
 static em_status null_argument(const char *op, em_array **out) {
     if (out)
@@ -13,9 +14,6 @@ static em_status null_argument(const char *op, em_array **out) {
 
 /* ---- iota --------------------------------------------------------------- */
 
-typedef struct iota_params {
-    int axis;
-} iota_params;
 
 typedef struct iota_job {
     void *dst;
@@ -65,7 +63,7 @@ static em_status iota_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim iota_prim = {"iota", iota_eval};
+static const em_prim iota_prim = {"iota", iota_eval, em__gpu_iota_eval};
 
 em_status em_iota(const int64_t *shape, int ndim, int axis, em_dtype dtype,
                   em_array **out) {

@@ -14,6 +14,7 @@
  * A batch axis an operand lacks (matmul broadcasting) has stride 0.
  */
 #include "internal.h"
+#include "params.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -166,14 +167,6 @@ static const dot_kernel *const dot_kernels[EM_DTYPE_COUNT] = {
 /* Node parameters                                                           */
 /* ------------------------------------------------------------------------ */
 
-typedef struct dot_params {
-    int nbatch, nm, nk, nn;
-    int64_t batch_shape[EM_MAX_NDIM];
-    int batch_a[EM_MAX_NDIM], batch_b[EM_MAX_NDIM]; /* -1: broadcast */
-    int m_axes[EM_MAX_NDIM];                        /* a's free axes */
-    int k_a[EM_MAX_NDIM], k_b[EM_MAX_NDIM];         /* contracted pairs */
-    int n_axes[EM_MAX_NDIM];                        /* b's free axes */
-} dot_params;
 
 /* ------------------------------------------------------------------------ */
 /* Eval                                                                      */
@@ -402,7 +395,7 @@ static em_status dot_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim dot_prim = {"dot", dot_eval};
+static const em_prim dot_prim = {"dot", dot_eval, em__gpu_dot_eval};
 
 /* ------------------------------------------------------------------------ */
 /* Builders                                                                  */

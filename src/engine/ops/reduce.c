@@ -23,6 +23,7 @@
  * through a small table of function pointers.
  */
 #include "internal.h"
+#include "params.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -528,10 +529,6 @@ static void reduce_run(reduce_job *j, int64_t nunits) {
     em__parallel_units(nunits, work, reduce_units_task, j);
 }
 
-typedef struct reduce_params {
-    em_reduce_op op;
-    unsigned mask; /* reduced axes of the input */
-} reduce_params;
 
 static em_status reduce_eval(em_array *node) {
     const reduce_params *p = node->params;
@@ -600,7 +597,8 @@ static em_status reduce_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim reduce_prim = {"reduce", reduce_eval};
+static const em_prim reduce_prim = {"reduce", reduce_eval,
+                                    em__gpu_reduce_eval};
 
 const char *em_reduce_name(em_reduce_op op) {
     switch (op) {
@@ -762,11 +760,6 @@ static void store_index(void *out, em_dtype dtype, int64_t pos, int64_t v) {
     }
 }
 
-typedef struct argreduce_params {
-    em_argreduce_op op;
-    bool tie_high;
-    unsigned mask;
-} argreduce_params;
 
 typedef struct arg_job {
     const arg_kernel *k;
@@ -893,7 +886,8 @@ static em_status argreduce_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim argreduce_prim = {"argreduce", argreduce_eval};
+static const em_prim argreduce_prim = {"argreduce", argreduce_eval,
+                                       em__gpu_argreduce_eval};
 
 /* Largest index representable in an integer dtype. */
 static uint64_t index_dtype_max(em_dtype d) {
