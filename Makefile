@@ -71,16 +71,16 @@ asan:
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90
 CUDA_WERROR ?= 1
-CUDA_HOST_FLAGS := -fPIC -Wall -Wextra -Wno-unused-parameter$(if $(filter 1,$(CUDA_WERROR)),$(comma)-Werror)
 comma := ,
-NVCCFLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler "$(CUDA_HOST_FLAGS)" \
+CUDA_HOST_FLAGS := -fPIC -Wall -Wextra -Wno-unused-parameter$(if $(filter 1,$(CUDA_WERROR)),$(comma)-Werror)
+NVCCFLAGS ?= -O3 -std=c++20 $(CUDA_ARCH) -Xcompiler "$(CUDA_HOST_FLAGS)" \
              --expt-relaxed-constexpr -Iinclude -Isrc/cuda
 CUDA_SRC := $(sort $(wildcard src/cuda/*.cu))
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
 cuda: $(BUILD)/libemily_cuda.so priv/libemily_cuda.so
 
-$(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh include/emily_ops.h
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh src/cuda/ewlaunch.cuh include/emily_ops.h include/emily.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
