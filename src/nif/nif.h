@@ -206,7 +206,11 @@ static inline ERL_NIF_TERM nif_result(nif_call *c, em_status st,
     F(scan, 4)          /* nif_scan.c */                                       \
     F(window_reduce, 7) /* nif_window.c */                                     \
     F(window_scatter, 8)                                                       \
-    F(conv, 9) /* nif_conv.c */
+    F(conv, 9) /* nif_conv.c */                                               \
+    F(to_device, 2) /* nif_device.c */                                         \
+    F(array_device, 1)                                                         \
+    F(device_available, 1)                                                     \
+    F(device_memory_stats, 1)
 
 #define NIF_DECLARE(name, arity) NIF_DECL(name);
 NIF_CORE_FUNCS(NIF_DECLARE)
