@@ -74,7 +74,7 @@ CUDA_WERROR ?= 1
 comma := ,
 CUDA_HOST_FLAGS := -fPIC -Wall -Wextra -Wno-unused-parameter$(if $(filter 1,$(CUDA_WERROR)),$(comma)-Werror)
 NVCCFLAGS ?= -O3 -std=c++20 $(CUDA_ARCH) -Xcompiler "$(CUDA_HOST_FLAGS)" \
-             --expt-relaxed-constexpr -Iinclude -Isrc/cuda
+             --expt-relaxed-constexpr -Iinclude -Isrc/cuda $(NVCC_EXTRA)
 CUDA_SRC := $(sort $(wildcard src/cuda/*.cu))
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
