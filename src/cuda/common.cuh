@@ -124,6 +124,16 @@ template <> struct DT<EM_BF16> {
     }
 };
 
+// Bytes per element. The plugin links nothing of libemily (the engine may
+// be linked statically into a program that exports none of its symbols).
+constexpr size_t dtype_bytes(int d) {
+    return d <= EM_U8 || d == EM_S8   ? 1
+           : d == EM_U16 || d == EM_S16 || d == EM_F16 || d == EM_BF16 ? 2
+           : d == EM_U32 || d == EM_S32 || d == EM_F32 ? 4
+           : d == EM_C128                               ? 16
+                                                        : 8;
+}
+
 // The real dtype of a complex one (others unchanged).
 constexpr int real_dtype(int d) {
     return d == EM_C64 ? EM_F32 : d == EM_C128 ? EM_F64 : d;

@@ -68,7 +68,7 @@ int launch_gemm(int dev, Device *d, const em_cuda_gemm *job) {
         job->batch > INT_MAX || job->lda > INT_MAX || job->ldb > INT_MAX)
         return fail(EM_ERR_UNSUPPORTED,
                     "dot: sizes beyond 2^31 are not supported on the GPU");
-    size_t esize = em_dtype_size((em_dtype)job->dtype);
+    size_t esize = dtype_bytes(job->dtype);
     if (job->k == 0) {
         EMC_TRY(cudaMemsetAsync(job->c, 0,
                                 esize * (size_t)(job->batch * job->m * job->n),

@@ -128,7 +128,6 @@ template <int SIZE> struct CopyOp {
     }
 };
 
-static size_t dtype_size(int d) { return em_dtype_size((em_dtype)d); }
 
 template <class F> static int with_size(size_t size, F &&f) {
     switch (size) {
@@ -152,7 +151,7 @@ int launch_misc(Device *d, const em_cuda_ew *job) {
     switch (job->family) {
     case EM_CUDA_SELECT:
         return with_dtype(job->dtype_pred, [&]<int P>() -> int {
-            return with_size(dtype_size(job->dtype_in), [&]<int S>() -> int {
+            return with_size(dtype_bytes(job->dtype_in), [&]<int S>() -> int {
                 return launch_ew(d, job, SelectOp<P, S>{});
             });
         });
@@ -165,7 +164,7 @@ int launch_misc(Device *d, const em_cuda_ew *job) {
         });
     case EM_CUDA_CAST:
         if (job->dtype_in == job->dtype_out)
-            return with_size(dtype_size(job->dtype_in), [&]<int S>() -> int {
+            return with_size(dtype_bytes(job->dtype_in), [&]<int S>() -> int {
                 return launch_ew(d, job, CopyOp<S>{});
             });
         return with_dtype(job->dtype_in, [&]<int F>() -> int {
