@@ -12,7 +12,7 @@
 //   - thread per output: when the innermost kept axis is contiguous and the
 //     reduced one is not (sum over axis 0), neighbouring threads read
 //     neighbouring elements.
-#include "common.cuh"
+#include "ewlaunch.cuh"
 
 namespace emc {
 
@@ -156,6 +156,44 @@ __device__ __forceinline__ Acc block_combine(const F &f, Acc acc) {
     return shared[0];
 }
 
+// This thread's share of in[begin, end) (contiguous), read 16 bytes at a
+// time, two loads in flight, after a scalar head up to 16-byte alignment.
+template <class F>
+__device__ __forceinline__ typename F::Acc
+fold_contiguous(const F &f, const typename F::InS *in, int64_t begin,
+                int64_t end) {
+    using S = typename F::InS;
+    constexpr int N = sizeof(S) >= 16 ? 1 : (int)(16 / sizeof(S));
+    auto acc = f.identity(), acc1 = f.identity();
+    int64_t mis = (int64_t)(((uintptr_t)(in + begin) % 16) / sizeof(S));
+    int64_t head = mis ? N - mis : 0;
+    if (head > end - begin)
+        head = end - begin;
+    int64_t vb = begin + head;
+    if ((int64_t)threadIdx.x < head)
+        acc = f.step(acc, in[begin + threadIdx.x], begin + threadIdx.x);
+    int64_t nvec = (end - vb) / N;
+    const Vec<S, N> *v = (const Vec<S, N> *)(in + vb);
+    int64_t i = threadIdx.x;
+    for (; i + RT < nvec; i += 2 * RT) {
+        Vec<S, N> x = v[i], y = v[i + RT];
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            acc = f.step(acc, x.v[k], vb + i * N + k);
+            acc1 = f.step(acc1, y.v[k], vb + (i + RT) * N + k);
+        }
+    }
+    for (; i < nvec; i += RT) {
+        Vec<S, N> x = v[i];
+#pragma unroll
+        for (int k = 0; k < N; k++)
+            acc = f.step(acc, x.v[k], vb + i * N + k);
+    }
+    for (int64_t r = vb + nvec * N + threadIdx.x; r < end; r += RT)
+        acc = f.step(acc, in[r], r);
+    return f.combine(acc, acc1);
+}
+
 // Block (blockIdx.x = output, blockIdx.y = chunk) folds a chunk.
 template <class F>
 __global__ void __launch_bounds__(RT)
@@ -166,7 +204,9 @@ __global__ void __launch_bounds__(RT)
     int64_t end = begin + chunk < a.rn ? begin + chunk : a.rn;
     auto acc = f.identity();
     const auto *in = (const typename F::InS *)a.in + base;
-    if (a.kr == 1) {
+    if (a.kr == 1 && a.rstride[0] == 1) {
+        acc = fold_contiguous(f, in, begin, end);
+    } else if (a.kr == 1) {
         int64_t s = a.rstride[0];
         auto acc1 = f.identity(), acc2 = f.identity(), acc3 = f.identity();
         int64_t r = begin + threadIdx.x;
