@@ -80,7 +80,7 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
 cuda: $(BUILD)/libemily_cuda.so priv/libemily_cuda.so
 
-$(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh src/cuda/ewlaunch.cuh include/emily_ops.h include/emily.h
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh src/cuda/ewlaunch.cuh include/emily_ops.h include/emily.h src/engine/ops/threefry.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define EM_CUDA_API_VERSION 1
+#define EM_CUDA_API_VERSION 2
 #define EM_CUDA_MAX_NDIM 8
 #define EM_CUDA_MAX_IN 3
 
@@ -101,6 +101,17 @@ typedef struct em_cuda_api {
                 int64_t inner);
     int (*reduce)(int dev, const em_cuda_reduce *job);
     int (*gemm)(int dev, const em_cuda_gemm *job);
+
+    /* Threefry-2x32 (src/engine/ops/threefry.h), bit-identical to the CPU.
+     * key: two u32 words `key_stride` elements apart, on the device.
+     * random_bits: pair i hashes (i, i + half) (or (i, 0) past m); dtype
+     * u8/u16/u32 store x0 at i and x1 at half + i (when < m); u64 stores
+     * (x0 << 32 | x1) at i (count pairs). pairs: out[2i..] = hash(in[2i..]). */
+    int (*random_bits)(int dev, const uint32_t *key, int64_t key_stride,
+                       void *out, int dtype, int64_t m, int64_t half,
+                       int64_t count);
+    int (*threefry_pairs)(int dev, const uint32_t *key, int64_t key_stride,
+                          const uint32_t *in, uint32_t *out, int64_t npairs);
 
     /* Events for timing. */
     int (*event_record)(int dev, void **out);

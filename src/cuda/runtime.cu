@@ -202,6 +202,22 @@ static int gemm(int dev, const em_cuda_gemm *job) {
     return launch_gemm(dev, d, job);
 }
 
+static int random_bits(int dev, const uint32_t *key, int64_t key_stride,
+                       void *out, int dtype, int64_t m, int64_t half,
+                       int64_t count) {
+    EMC_DEVICE(d, dev);
+    return count ? launch_random_bits(d, key, key_stride, out, dtype, m, half,
+                                      count)
+                 : 0;
+}
+
+static int threefry_pairs(int dev, const uint32_t *key, int64_t key_stride,
+                          const uint32_t *in, uint32_t *out, int64_t npairs) {
+    EMC_DEVICE(d, dev);
+    return npairs ? launch_threefry_pairs(d, key, key_stride, in, out, npairs)
+                  : 0;
+}
+
 // ---- events -------------------------------------------------------------
 
 static int event_record(int dev, void **out) {
@@ -244,6 +260,8 @@ static const em_cuda_api api = {
     iota,
     reduce,
     gemm,
+    random_bits,
+    threefry_pairs,
     event_record,
     event_elapsed,
     event_destroy,

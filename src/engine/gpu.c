@@ -370,3 +370,38 @@ em_status em__gpu_dot_eval(em_array *node) {
     em__buffer_release(gb.packed);
     return st;
 }
+
+/* ---- random ------------------------------------------------------------- */
+
+em_status em__gpu_random_bits_eval(em_array *node) {
+    const em_cuda_api *api;
+    int ord;
+    em_status st = backend_of(node, &api, &ord);
+    if (st == EM_OK)
+        st = em__alloc_output(node, NULL, 0);
+    if (st != EM_OK || node->size == 0)
+        return st;
+    const em_array *key = node->inputs[0];
+    /* The same counter layout as the CPU (random.c). */
+    int64_t m = node->dtype == EM_U64 ? 2 * node->size : node->size;
+    int64_t half = (m + 1) / 2;
+    int64_t count = node->dtype == EM_U64 ? node->size : half;
+    int rc = api->random_bits(ord, em__data(key), key->strides[0],
+                              em__data(node), node->dtype, m, half, count);
+    return rc ? em__gpu_fail(api, rc, "random_bits") : EM_OK;
+}
+
+em_status em__gpu_threefry_eval(em_array *node) {
+    const em_cuda_api *api;
+    int ord;
+    em_status st = backend_of(node, &api, &ord);
+    if (st == EM_OK)
+        st = em__alloc_output(node, NULL, 0);
+    if (st != EM_OK || node->size == 0)
+        return st;
+    const em_array *key = node->inputs[0];
+    int rc = api->threefry_pairs(ord, em__data(key), key->strides[0],
+                                 em__data(node->inputs[1]), em__data(node),
+                                 node->size / 2);
+    return rc ? em__gpu_fail(api, rc, "threefry2x32") : EM_OK;
+}

@@ -192,6 +192,8 @@ em_status em__gpu_iota_eval(em_array *node);
 em_status em__gpu_reduce_eval(em_array *node);
 em_status em__gpu_argreduce_eval(em_array *node);
 em_status em__gpu_dot_eval(em_array *node);
+em_status em__gpu_random_bits_eval(em_array *node);
+em_status em__gpu_threefry_eval(em_array *node);
 
 /* Typed element pointer of an evaluated array at its offset. */
 static inline void *em__data(const em_array *a) {

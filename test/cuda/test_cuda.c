@@ -17,6 +17,7 @@
  */
 #include "emily.h"
 #include "emily_device.h"
+#include "emily_random.h"
 #include "emily_sort.h"
 
 #include <complex.h>
@@ -755,6 +756,42 @@ static void test_dot(void) {
         }
 }
 
+/* ---- random bits: bit-identical to the CPU ------------------------------ */
+
+static void test_random(void) {
+    uint32_t key_words[2] = {0x12345678u, 0x9abcdef0u};
+    int64_t two = 2;
+    em_array *key = NULL, *gkey = NULL;
+    die_on(em_from_data(key_words, 8, &two, 1, EM_U32, &key), "key");
+    die_on(em_to_device(key, GPU, &gkey), "to_device");
+    em_dtype dts[4] = {EM_U8, EM_U16, EM_U32, EM_U64};
+    int64_t sizes[3] = {1, 1001, 65537};
+    for (int di = 0; di < 4; di++)
+        for (int si = 0; si < 3; si++) {
+            em_array *rc = NULL, *rg = NULL;
+            char what[64];
+            snprintf(what, sizeof what, "random_bits %s[%lld]",
+                     em_dtype_name(dts[di]), (long long)sizes[si]);
+            die_on(em_random_bits(key, &sizes[si], 1, dts[di], &rc), what);
+            die_on(em_random_bits(gkey, &sizes[si], 1, dts[di], &rg), what);
+            double w = rc && rg ? compare(rc, rg, what, 0) : INFINITY;
+            record("random", what, w <= 1, w);
+            em_array_release(rc);
+            em_array_release(rg);
+        }
+    int64_t cshape[2] = {777, 2};
+    em_array *counters = random_array(EM_U32, cshape, 2, false, 0);
+    em_array *gc = NULL, *rc = NULL, *rg = NULL;
+    die_on(em_to_device(counters, GPU, &gc), "to_device");
+    die_on(em_threefry2x32(key, counters, &rc), "threefry");
+    die_on(em_threefry2x32(gkey, gc, &rg), "threefry");
+    double w = rc && rg ? compare(rc, rg, "threefry2x32", 0) : INFINITY;
+    record("random", "threefry2x32 u32[777,2]", w <= 1, w);
+    em_array *arr[] = {key, gkey, counters, gc, rc, rg};
+    for (int i = 0; i < 6; i++)
+        em_array_release(arr[i]);
+}
+
 /* ---- error paths ------------------------------------------------------------- */
 
 static void expect(const char *what, em_status got, em_status want,
@@ -810,6 +847,7 @@ int main(void) {
     test_select_clip_cast();
     test_reduce();
     test_dot();
+    test_random();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
     em_memory_get_device_stats(GPU, &ms);
