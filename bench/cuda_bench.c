@@ -143,7 +143,8 @@ int main(int argc, char **argv) {
     int64_t n1g[1] = {(int64_t)1 << 28}; /* 1 GiB of f32 */
 
     {
-        em_array *x = random_gpu(n1g, 1, EM_F32), *y = random_gpu(n1g, 1, EM_F32);
+        em_array *x = random_gpu(n1g, 1, EM_F32),
+                 *y = random_gpu(n1g, 1, EM_F32);
         em_array *in[2] = {x, y};
         double t = time_op(op_negate, in);
         result("copy_like_negate_1GiB", t, 2 * gib / (t * 1e-3) / 1e9, "GB/s");
@@ -160,8 +161,8 @@ int main(int argc, char **argv) {
         int64_t shape[2] = {4096, 32768};
         em_array *x = random_gpu(shape, 2, EM_F32);
         double t = time_op(op_softmax, &x);
-        result("softmax_4096x32768", t, 2.0 * 4096 * 32768 * 4 / (t * 1e-3) / 1e9,
-               "GB/s");
+        result("softmax_4096x32768", t,
+               2.0 * 4096 * 32768 * 4 / (t * 1e-3) / 1e9, "GB/s");
         em_array_release(x);
     }
     int sizes[2] = {4096, 8192};
@@ -184,7 +185,8 @@ int main(int argc, char **argv) {
     {
         /* Host cost of one eager op: build, eval (queue), release. */
         int64_t shape[1] = {1024};
-        em_array *x = random_gpu(shape, 1, EM_F32), *y = random_gpu(shape, 1, EM_F32);
+        em_array *x = random_gpu(shape, 1, EM_F32),
+                 *y = random_gpu(shape, 1, EM_F32);
         int iters = 20000;
         struct timespec t0, t1;
         for (int it = 0; it < 1000; it++) {
@@ -203,8 +205,9 @@ int main(int argc, char **argv) {
         }
         check(em_device_synchronize(GPU), "sync");
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) /
-                    1e3 / iters;
+        double us =
+            ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 /
+            iters;
         result("eager_add_1024_per_op", us / 1e3, us, "us");
         em_array_release(x);
         em_array_release(y);

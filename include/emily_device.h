@@ -69,8 +69,8 @@ void em_memory_clear_device_cache(em_device device);
  * the GPU time between them in milliseconds. */
 typedef struct em_device_event em_device_event;
 em_status em_device_event_record(em_device device, em_device_event **out);
-em_status em_device_event_elapsed(em_device_event *start,
-                                  em_device_event *end, double *ms);
+em_status em_device_event_elapsed(em_device_event *start, em_device_event *end,
+                                  double *ms);
 void em_device_event_release(em_device_event *e); /* NULL is allowed */
 
 #ifdef __cplusplus

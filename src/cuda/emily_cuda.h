@@ -80,7 +80,7 @@ typedef struct em_cuda_gemm {
 } em_cuda_gemm;
 
 typedef struct em_cuda_api {
-    int version;          /* EM_CUDA_API_VERSION */
+    int version; /* EM_CUDA_API_VERSION */
     const char *(*last_error)(void);
     /* Number of usable devices (0 with a reason in last_error). */
     int (*device_count)(void);

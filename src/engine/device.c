@@ -191,8 +191,7 @@ static em_status transfer_eval(em_array *node) {
         st = em__gpu_backend(node->device, &api, &ord);
         if (st != EM_OK)
             return st;
-        rc = api->copy_to_device(ord, node->buffer->data, em__data(in),
-                                 nbytes);
+        rc = api->copy_to_device(ord, node->buffer->data, em__data(in), nbytes);
     } else {
         return em__fail(EM_ERR_UNSUPPORTED,
                         "to_device: GPU-to-GPU transfers are not implemented "
@@ -267,8 +266,8 @@ em_status em_device_event_record(em_device device, em_device_event **out) {
     return EM_OK;
 }
 
-em_status em_device_event_elapsed(em_device_event *start,
-                                  em_device_event *end, double *ms) {
+em_status em_device_event_elapsed(em_device_event *start, em_device_event *end,
+                                  double *ms) {
     if (!start || !end || !ms)
         return em__fail(EM_ERR_ARGUMENT, "event_elapsed: NULL argument");
     int rc = start->api->event_elapsed(start->event, end->event, ms);

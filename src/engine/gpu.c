@@ -166,8 +166,8 @@ static em_status reduce_run(em_array *node, unsigned mask, int op, int is_arg,
      * the collapsed space is the flat index argmax reports. */
     const int64_t *rstrides[1] = {rstride};
     int64_t rcollapsed[1][EM_MAX_NDIM];
-    job.kr = rn ? em__collapse(nr, rshape, 1, rstrides, job.rshape, rcollapsed)
-                : 0;
+    job.kr =
+        rn ? em__collapse(nr, rshape, 1, rstrides, job.rshape, rcollapsed) : 0;
     memcpy(job.rstride, rcollapsed[0], sizeof job.rstride);
     job.rn = rn;
     job.op = op;
@@ -224,8 +224,8 @@ typedef struct gemm_operand {
     em_buffer *packed; /* owned temporary, or NULL */
 } gemm_operand;
 
-static em_status gemm_operand_make(const em_cuda_api *api, int ord,
-                                   em_array *x, const dot_params *p, bool is_a,
+static em_status gemm_operand_make(const em_cuda_api *api, int ord, em_array *x,
+                                   const dot_params *p, bool is_a,
                                    gemm_operand *g) {
     int nb = p->nbatch;
     const int *batch = is_a ? p->batch_a : p->batch_b;
@@ -296,9 +296,8 @@ static em_status gemm_operand_make(const em_cuda_api *api, int ord,
     int64_t cstr[2][EM_MAX_NDIM];
     int64_t cshape[EM_MAX_NDIM];
     int cn = em__collapse(kept, kshape, 2, both, cshape, cstr);
-    em_status st = em__buffer_new_on(x->device,
-                                     (size_t)total * em_dtype_size(x->dtype),
-                                     &g->packed);
+    em_status st = em__buffer_new_on(
+        x->device, (size_t)total * em_dtype_size(x->dtype), &g->packed);
     if (st != EM_OK)
         return st;
     job.family = EM_CUDA_CAST;

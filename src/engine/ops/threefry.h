@@ -36,7 +36,7 @@ EM_TF_FN uint32_t em_tf_rotl32(uint32_t x, int r) {
  * before the first group and after each group (injection i adds the
  * schedule words i and i+1 mod 3, plus i to the second word). */
 EM_TF_FN void em_tf_hash2x32(uint32_t k0, uint32_t k1, uint32_t *x0p,
-                              uint32_t *x1p) {
+                             uint32_t *x1p) {
     uint32_t k2 = k0 ^ k1 ^ 0x1BD11BDAu;
     uint32_t x0 = *x0p + k0, x1 = *x1p + k1;
     EM_TF_ROUNDS4(x0, x1, 13, 15, 26, 6);
