@@ -157,7 +157,7 @@ __device__ __forceinline__ Acc block_combine(const F &f, Acc acc) {
 }
 
 // This thread's share of in[begin, end) (contiguous), read 16 bytes at a
-// time, two loads in flight, after a scalar head up to 16-byte alignment.
+// time, four loads in flight, after a scalar head up to 16-byte alignment.
 template <class F>
 __device__ __forceinline__ typename F::Acc
 fold_contiguous(const F &f, const typename F::InS *in, int64_t begin,
@@ -175,12 +175,15 @@ fold_contiguous(const F &f, const typename F::InS *in, int64_t begin,
     int64_t nvec = (end - vb) / N;
     const Vec<S, N> *v = (const Vec<S, N> *)(in + vb);
     int64_t i = threadIdx.x;
-    for (; i + RT < nvec; i += 2 * RT) {
-        Vec<S, N> x = v[i], y = v[i + RT];
+    for (; i + 3 * RT < nvec; i += 4 * RT) {
+        Vec<S, N> x = v[i], y = v[i + RT], z = v[i + 2 * RT],
+                  w = v[i + 3 * RT];
 #pragma unroll
         for (int k = 0; k < N; k++) {
             acc = f.step(acc, x.v[k], vb + i * N + k);
             acc1 = f.step(acc1, y.v[k], vb + (i + RT) * N + k);
+            acc = f.step(acc, z.v[k], vb + (i + 2 * RT) * N + k);
+            acc1 = f.step(acc1, w.v[k], vb + (i + 3 * RT) * N + k);
         }
     }
     for (; i < nvec; i += RT) {
