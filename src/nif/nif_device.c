@@ -7,6 +7,8 @@
 #include "emily_device.h"
 #include "nif.h"
 
+#include <string.h>
+
 NIF_DECL(to_device) {
     nif_call c = NIF_CALL(env, "to_device");
     em_array *a, *out = NULL;
