@@ -37,6 +37,8 @@ static const char *cublas_name(cublasStatus_t s) {
     }
 }
 
+static constexpr size_t WORKSPACE = (size_t)32 << 20;
+
 static bool tf32_enabled() {
     const char *v = getenv("EMILY_CUDA_TF32");
     return v && *v && *v != '0';
@@ -141,11 +143,24 @@ int launch_gemm(int dev, Device *d, const em_cuda_gemm *job) {
             handles[dev] = nullptr;
             return fail(EM_ERR_RUNTIME, "cublasCreate: %s", cublas_name(s));
         }
+        // The device's one stream, set once: cublasSetStream would reset
+        // the workspace below to cuBLAS's default pool.
+        s = cublasSetStream(handles[dev], d->stream);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            cublasDestroy(handles[dev]);
+            handles[dev] = nullptr;
+            return fail(EM_ERR_RUNTIME, "cublasSetStream: %s", cublas_name(s));
+        }
+        // A 32 MiB workspace, as PyTorch gives cuBLAS on Hopper: some of
+        // the fastest kernels need one.
+        void *ws = nullptr;
+        if (cudaMalloc(&ws, WORKSPACE) == cudaSuccess)
+            cublasSetWorkspace(handles[dev], ws, WORKSPACE);
+        else
+            cudaGetLastError();
     }
     cublasHandle_t h = handles[dev];
-    s = cublasSetStream(h, d->stream);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasGemmStridedBatchedEx(
+    s = cublasGemmStridedBatchedEx(
             h, job->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
             job->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)job->n, (int)job->m,
             (int)job->k, alpha, job->b, type, (int)job->ldb, job->stride_b,

@@ -52,6 +52,16 @@ Device *device(int dev) {
         if (err == cudaSuccess)
             err = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount,
                                          dev);
+        // Scratch from cudaMallocAsync (reduction partials) stays in the
+        // pool across synchronisations instead of being unmapped and mapped
+        // again on the next call.
+        cudaMemPool_t pool;
+        if (err == cudaSuccess &&
+            cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+            uint64_t keep = UINT64_MAX;
+            cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold,
+                                    &keep);
+        }
         if (err != cudaSuccess) {
             device_status[dev] = 1;
             snprintf(device_error[dev], sizeof device_error[dev],
