@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define EM_CUDA_API_VERSION 2
+#define EM_CUDA_API_VERSION 3
 #define EM_CUDA_MAX_NDIM 8
 #define EM_CUDA_MAX_IN 3
 
@@ -79,6 +79,22 @@ typedef struct em_cuda_gemm {
     int64_t stride_a, stride_b; /* elements between batches */
 } em_cuda_gemm;
 
+/* Indexed reads (gather, take, take_along_axis): output element at
+ * coordinates c (row-major over shape) reads a at
+ *   sum_d c[d] * a_stride[d] + sum_j clamp(index_j, axis_dim[j]) * axis_stride[j]
+ * where index_j is the integer at indices + sum_d c[d] * i_stride[d] +
+ * j * entry_stride, clamped into [0, axis_dim[j]). */
+typedef struct em_cuda_gather {
+    int dtype_index, elem_size, ndim, k;
+    int64_t n;
+    int64_t shape[EM_CUDA_MAX_NDIM];
+    int64_t a_stride[EM_CUDA_MAX_NDIM], i_stride[EM_CUDA_MAX_NDIM];
+    int64_t entry_stride;
+    int64_t axis_stride[EM_CUDA_MAX_NDIM], axis_dim[EM_CUDA_MAX_NDIM];
+    const void *a, *indices;
+    void *out;
+} em_cuda_gather;
+
 typedef struct em_cuda_api {
     int version; /* EM_CUDA_API_VERSION */
     const char *(*last_error)(void);
@@ -112,6 +128,8 @@ typedef struct em_cuda_api {
                        int64_t count);
     int (*threefry_pairs)(int dev, const uint32_t *key, int64_t key_stride,
                           const uint32_t *in, uint32_t *out, int64_t npairs);
+
+    int (*gather)(int dev, const em_cuda_gather *job);
 
     /* Events for timing. */
     int (*event_record)(int dev, void **out);

@@ -228,6 +228,11 @@ static int threefry_pairs(int dev, const uint32_t *key, int64_t key_stride,
                   : 0;
 }
 
+static int gather(int dev, const em_cuda_gather *job) {
+    EMC_DEVICE(d, dev);
+    return launch_gather(d, job);
+}
+
 // ---- events -------------------------------------------------------------
 
 static int event_record(int dev, void **out) {
@@ -272,6 +277,7 @@ static const em_cuda_api api = {
     gemm,
     random_bits,
     threefry_pairs,
+    gather,
     event_record,
     event_elapsed,
     event_destroy,

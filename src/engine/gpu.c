@@ -404,3 +404,88 @@ em_status em__gpu_threefry_eval(em_array *node) {
                                  node->size / 2);
     return rc ? em__gpu_fail(api, rc, "threefry2x32") : EM_OK;
 }
+
+/* ---- indexed reads ------------------------------------------------------ */
+
+static em_status gather_run(em_array *node, em_cuda_gather *job) {
+    const em_cuda_api *api;
+    int ord;
+    em_status st = backend_of(node, &api, &ord);
+    if (st == EM_OK)
+        st = em__alloc_output(node, NULL, 0);
+    if (st != EM_OK || node->size == 0)
+        return st;
+    const em_array *a = node->inputs[0], *idx = node->inputs[1];
+    job->dtype_index = idx->dtype;
+    job->elem_size = (int)em_dtype_size(a->dtype);
+    job->ndim = node->ndim;
+    job->n = node->size;
+    for (int d = 0; d < node->ndim; d++)
+        job->shape[d] = node->shape[d];
+    job->a = em__data(a);
+    job->indices = em__data(idx);
+    job->out = em__data(node);
+    int rc = api->gather(ord, job);
+    return rc ? em__gpu_fail(api, rc, node->prim->name) : EM_OK;
+}
+
+/* Output [index rows..., a's other axes...]; row r's k entries address
+ * a's axes p->axes. */
+em_status em__gpu_gather_eval(em_array *node) {
+    const gather_params *p = node->params;
+    const em_array *a = node->inputs[0], *idx = node->inputs[1];
+    em_cuda_gather job;
+    memset(&job, 0, sizeof job);
+    unsigned mask = 0;
+    job.k = p->naxes;
+    for (int j = 0; j < p->naxes; j++) {
+        mask |= 1u << p->axes[j];
+        job.axis_stride[j] = a->strides[p->axes[j]];
+        job.axis_dim[j] = a->shape[p->axes[j]];
+    }
+    job.entry_stride = idx->strides[idx->ndim - 1];
+    int d = 0;
+    for (int i = 0; i < idx->ndim - 1; i++, d++)
+        job.i_stride[d] = idx->strides[i];
+    for (int i = 0; i < a->ndim; i++)
+        if (!(mask & (1u << i)))
+            job.a_stride[d++] = a->strides[i];
+    return gather_run(node, &job);
+}
+
+/* Output [a before axis..., indices..., a after axis...]. */
+em_status em__gpu_take_eval(em_array *node) {
+    int axis = ((const axis_params *)node->params)->axis;
+    const em_array *a = node->inputs[0], *idx = node->inputs[1];
+    em_cuda_gather job;
+    memset(&job, 0, sizeof job);
+    job.k = 1;
+    job.axis_stride[0] = a->strides[axis];
+    job.axis_dim[0] = a->shape[axis];
+    int d = 0;
+    for (int i = 0; i < axis; i++)
+        job.a_stride[d++] = a->strides[i];
+    for (int i = 0; i < idx->ndim; i++)
+        job.i_stride[d++] = idx->strides[i];
+    for (int i = axis + 1; i < a->ndim; i++)
+        job.a_stride[d++] = a->strides[i];
+    return gather_run(node, &job);
+}
+
+/* a and the indices both read broadcast to the output's shape; the indexed
+ * axis of a contributes through the index only. */
+em_status em__gpu_take_along_eval(em_array *node) {
+    int axis = ((const axis_params *)node->params)->axis;
+    const em_array *a = node->inputs[0], *idx = node->inputs[1];
+    em_cuda_gather job;
+    memset(&job, 0, sizeof job);
+    job.k = 1;
+    job.axis_stride[0] = a->strides[axis];
+    job.axis_dim[0] = a->shape[axis];
+    for (int i = 0; i < node->ndim; i++) {
+        job.i_stride[i] = idx->shape[i] == node->shape[i] ? idx->strides[i] : 0;
+        job.a_stride[i] =
+            i == axis || a->shape[i] != node->shape[i] ? 0 : a->strides[i];
+    }
+    return gather_run(node, &job);
+}

@@ -194,6 +194,9 @@ em_status em__gpu_argreduce_eval(em_array *node);
 em_status em__gpu_dot_eval(em_array *node);
 em_status em__gpu_random_bits_eval(em_array *node);
 em_status em__gpu_threefry_eval(em_array *node);
+em_status em__gpu_gather_eval(em_array *node);
+em_status em__gpu_take_eval(em_array *node);
+em_status em__gpu_take_along_eval(em_array *node);
 
 /* Typed element pointer of an evaluated array at its offset. */
 static inline void *em__data(const em_array *a) {

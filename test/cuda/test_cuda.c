@@ -863,6 +863,77 @@ static void test_dot(void) {
         }
 }
 
+/* ---- indexed reads -------------------------------------------------------- */
+
+/* Index arrays in [-2, bound + 2): out-of-range values exercise clamping. */
+static em_array *index_array(em_dtype d, const int64_t *shape, int ndim,
+                             int64_t bound) {
+    em_array *r = random_array(EM_S64, shape, ndim, false, (int)bound + 4);
+    em_array *m = NULL, *two = NULL, *out = NULL;
+    die_on(em_scalar_s64(2, EM_S64, &two), "scalar");
+    die_on(em_binary(EM_BINARY_subtract, r, two, &m), "subtract");
+    die_on(em_as_type(m, d, &out), "as_type");
+    em_array_release(r);
+    em_array_release(two);
+    em_array_release(m);
+    return out;
+}
+
+static void test_index(void) {
+    em_dtype idx_dtypes[4] = {EM_S32, EM_U8, EM_S64, EM_U64};
+    for (int di = 0; di < NDTYPES; di++)
+        for (int ii = 0; ii < 4; ii++) {
+            em_dtype d = all_dtypes[di];
+            if (skip_dtype(d))
+                continue;
+            int64_t ashape[3] = {7, 9, 5};
+            em_array *a = random_array(d, ashape, 3, true, 0), *ag = NULL;
+            die_on(em_to_device(a, GPU, &ag), "to_device");
+            /* a transposed view on both devices */
+            int perm[3] = {1, 0, 2};
+            em_array *at = NULL, *agt = NULL;
+            die_on(em_transpose(a, perm, 3, &at), "transpose");
+            die_on(em_transpose(ag, perm, 3, &agt), "transpose");
+            for (int which = 0; which < 3; which++) {
+                em_array *idx = NULL, *ig = NULL, *rc = NULL, *rg = NULL;
+                char what[96];
+                if (which == 0) { /* gather rows of 2 entries: axes (2, 0) */
+                    int64_t ishape[3] = {4, 6, 2};
+                    idx = index_array(idx_dtypes[ii], ishape, 3, 7);
+                    die_on(em_to_device(idx, GPU, &ig), "to_device");
+                    int axes[2] = {2, 0};
+                    die_on(em_gather(at, idx, axes, 2, &rc), "gather");
+                    die_on(em_gather(agt, ig, axes, 2, &rg), "gather");
+                } else if (which == 1) { /* take along axis 1 */
+                    int64_t ishape[2] = {3, 4};
+                    idx = index_array(idx_dtypes[ii], ishape, 2, 7);
+                    die_on(em_to_device(idx, GPU, &ig), "to_device");
+                    die_on(em_take(at, idx, 1, &rc), "take");
+                    die_on(em_take(agt, ig, 1, &rg), "take");
+                } else { /* take_along_axis 2, indices broadcast on axis 0 */
+                    int64_t ishape[3] = {1, 7, 8};
+                    idx = index_array(idx_dtypes[ii], ishape, 3, 5);
+                    die_on(em_to_device(idx, GPU, &ig), "to_device");
+                    die_on(em_take_along_axis(at, idx, 2, &rc), "along");
+                    die_on(em_take_along_axis(agt, ig, 2, &rg), "along");
+                }
+                snprintf(what, sizeof what, "%s %s by %s",
+                         which == 0   ? "gather"
+                         : which == 1 ? "take"
+                                      : "take_along_axis",
+                         em_dtype_name(d), em_dtype_name(idx_dtypes[ii]));
+                double w = rc && rg ? compare(rc, rg, what, 0) : INFINITY;
+                record("index", what, w <= 1, w);
+                em_array *arr[] = {idx, ig, rc, rg};
+                for (int i = 0; i < 4; i++)
+                    em_array_release(arr[i]);
+            }
+            em_array *arr[] = {a, ag, at, agt};
+            for (int i = 0; i < 4; i++)
+                em_array_release(arr[i]);
+        }
+}
+
 /* ---- random bits: bit-identical to the CPU ------------------------------ */
 
 static void test_random(void) {
@@ -957,6 +1028,7 @@ int main(void) {
     test_reduce();
     test_dot();
     test_random();
+    test_index();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
     em_memory_get_device_stats(GPU, &ms);

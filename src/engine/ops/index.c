@@ -15,6 +15,7 @@
  * indexed_add looks at values and is instantiated per dtype.
  */
 #include "copy.h"
+#include "params.h"
 
 #include <stdlib.h>
 
@@ -234,10 +235,6 @@ static void inner_plan(rows_job *job, const em_array *a, unsigned keep) {
 
 /* ---- gather ------------------------------------------------------------- */
 
-typedef struct gather_params {
-    int naxes;
-    int axes[EM_MAX_NDIM];
-} gather_params;
 
 /* Normalise the axes that the last dimension of `indices` addresses:
  * naxes == 0 means the leading k axes. Order matters (entry j of an index
@@ -330,7 +327,8 @@ static em_status gather_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim gather_prim = {"gather", gather_eval};
+static const em_prim gather_prim = {"gather", gather_eval,
+                                    em__gpu_gather_eval};
 
 em_status em_gather(em_array *a, em_array *indices, const int *axes, int naxes,
                     em_array **out) {
@@ -373,9 +371,6 @@ em_status em_gather(em_array *a, em_array *indices, const int *axes, int naxes,
 
 /* ---- take --------------------------------------------------------------- */
 
-typedef struct axis_params {
-    int axis;
-} axis_params;
 
 static em_status take_eval(em_array *node) {
     em_status st = em__alloc_output(node, NULL, 0);
@@ -405,7 +400,7 @@ static em_status take_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim take_prim = {"take", take_eval};
+static const em_prim take_prim = {"take", take_eval, em__gpu_take_eval};
 
 em_status em_take(em_array *a, em_array *indices, int axis, em_array **out) {
     if (!a || !indices || !out)
@@ -522,7 +517,8 @@ static em_status take_along_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim take_along_prim = {"take_along_axis", take_along_eval};
+static const em_prim take_along_prim = {
+    "take_along_axis", take_along_eval, em__gpu_take_along_eval};
 
 em_status em_take_along_axis(em_array *a, em_array *indices, int axis,
                              em_array **out) {

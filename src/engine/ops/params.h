@@ -23,6 +23,16 @@ typedef struct argreduce_params {
     unsigned mask;
 } argreduce_params;
 
+typedef struct gather_params {
+    int naxes;
+    int axes[EM_MAX_NDIM];
+} gather_params;
+
+/* take and take_along_axis */
+typedef struct axis_params {
+    int axis;
+} axis_params;
+
 typedef struct dot_params {
     int nbatch, nm, nk, nn;
     int64_t batch_shape[EM_MAX_NDIM];
