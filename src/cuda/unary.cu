@@ -30,16 +30,23 @@ template <class T> __device__ __forceinline__ T cpx_cbrt(T z) {
     return T(r * cos(t), r * sin(t));
 }
 
-// libcu++'s complex<float> tanh loses up to ~1e-4 relative accuracy near
-// the poles (measured against a float64 reference on H200, where the CPU's
-// ctanhf is within 1e-7): c64 computes it in double and rounds.
-template <class T> __device__ __forceinline__ T cpx_accurate_tanh(T z) {
+// libcu++'s complex<float> tanh, asin, asinh, ... lose up to ~2e-4
+// relative accuracy (tanh near its poles, asin/asinh of small imaginary
+// values: measured against a float64 reference on H200, where glibc's
+// c64 functions are within 1e-7): c64 computes them in double and rounds.
+template <class T, class F>
+__device__ __forceinline__ T cpx_via_double(T z, F f) {
     if constexpr (std::is_same_v<T, c64>) {
-        c128 r = cuda::std::tanh(c128(z.real(), z.imag()));
+        c128 r = f(c128(z.real(), z.imag()));
         return T((float)r.real(), (float)r.imag());
     } else {
-        return cuda::std::tanh(z);
+        return f(z);
     }
+}
+#define EMC_CPX_ACCURATE(fn, z)                                                \
+    cpx_via_double(z, [](auto w) { return cuda::std::fn(w); })
+template <class T> __device__ __forceinline__ T cpx_accurate_tanh(T z) {
+    return EMC_CPX_ACCURATE(tanh, z);
 }
 
 // Leading zeros of an integer in its own width (pred: 1 bit).
@@ -171,17 +178,17 @@ un_rule(typename DT<D>::C x) {
         if constexpr (K == K_FLT)
             return acos(x);
         else
-            return cuda::std::acos(x);
+            return EMC_CPX_ACCURATE(acos, x);
     } else if constexpr (OP == EM_UNARY_asin) {
         if constexpr (K == K_FLT)
             return asin(x);
         else
-            return cuda::std::asin(x);
+            return EMC_CPX_ACCURATE(asin, x);
     } else if constexpr (OP == EM_UNARY_atan) {
         if constexpr (K == K_FLT)
             return atan(x);
         else
-            return cuda::std::atan(x);
+            return EMC_CPX_ACCURATE(atan, x);
     } else if constexpr (OP == EM_UNARY_cosh) {
         if constexpr (K == K_FLT)
             return cosh(x);
@@ -196,17 +203,17 @@ un_rule(typename DT<D>::C x) {
         if constexpr (K == K_FLT)
             return acosh(x);
         else
-            return cuda::std::acosh(x);
+            return EMC_CPX_ACCURATE(acosh, x);
     } else if constexpr (OP == EM_UNARY_asinh) {
         if constexpr (K == K_FLT)
             return asinh(x);
         else
-            return cuda::std::asinh(x);
+            return EMC_CPX_ACCURATE(asinh, x);
     } else if constexpr (OP == EM_UNARY_atanh) {
         if constexpr (K == K_FLT)
             return atanh(x);
         else
-            return cuda::std::atanh(x);
+            return EMC_CPX_ACCURATE(atanh, x);
     } else if constexpr (OP == EM_UNARY_cbrt) {
         if constexpr (K == K_FLT)
             return cbrt(x);
