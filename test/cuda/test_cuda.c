@@ -502,7 +502,12 @@ static void test_unary(void) {
                     } else if (od == EM_F64 || od == EM_C128 ||
                                (!em_dtype_is_float(od) &&
                                 !em_dtype_is_complex(od))) {
-                        double w = compare(rc, rg, what, 1);
+                        /* No wider reference for f64: near the poles of
+                         * tan/tanh (condition number |1 -+ f^2| up to 1e5
+                         * on these inputs) two correct results differ by
+                         * the input's rounding, amplified. */
+                        bool poles = op == EM_UNARY_tan || op == EM_UNARY_tanh;
+                        double w = compare(rc, rg, what, poles ? 100 : 1);
                         record("unary", what, w <= 1, w);
                     } else {
                         /* float64 reference from the same inputs */
