@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define EM_CUDA_API_VERSION 3
+#define EM_CUDA_API_VERSION 4
 #define EM_CUDA_MAX_NDIM 8
 #define EM_CUDA_MAX_IN 3
 
@@ -95,6 +95,22 @@ typedef struct em_cuda_gather {
     void *out;
 } em_cuda_gather;
 
+/* Cumulative op (em_scan_op) along one axis of n steps, one lane per
+ * position of the other axes: lane l starts at in + in_off(l), out +
+ * out_off(l) (offsets from the lanes' shape and strides) and step t reads
+ * in[t * step_in], writes out[t * step_out] (negative when reversed, from
+ * the last element). Each step's result is rounded to the dtype before the
+ * next, as the CPU does. */
+typedef struct em_cuda_scan {
+    int op, dtype, nlane_dims;
+    int64_t n, nlanes;
+    int64_t lane_shape[EM_CUDA_MAX_NDIM];
+    int64_t lane_in[EM_CUDA_MAX_NDIM], lane_out[EM_CUDA_MAX_NDIM];
+    int64_t step_in, step_out;
+    const void *in;
+    void *out;
+} em_cuda_scan;
+
 typedef struct em_cuda_api {
     int version; /* EM_CUDA_API_VERSION */
     const char *(*last_error)(void);
@@ -130,6 +146,7 @@ typedef struct em_cuda_api {
                           const uint32_t *in, uint32_t *out, int64_t npairs);
 
     int (*gather)(int dev, const em_cuda_gather *job);
+    int (*scan)(int dev, const em_cuda_scan *job);
 
     /* Events for timing. */
     int (*event_record)(int dev, void **out);

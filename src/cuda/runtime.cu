@@ -233,6 +233,11 @@ static int gather(int dev, const em_cuda_gather *job) {
     return launch_gather(d, job);
 }
 
+static int scan(int dev, const em_cuda_scan *job) {
+    EMC_DEVICE(d, dev);
+    return job->nlanes && job->n ? launch_scan(d, job) : 0;
+}
+
 // ---- events -------------------------------------------------------------
 
 static int event_record(int dev, void **out) {
@@ -278,6 +283,7 @@ static const em_cuda_api api = {
     random_bits,
     threefry_pairs,
     gather,
+    scan,
     event_record,
     event_elapsed,
     event_destroy,

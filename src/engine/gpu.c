@@ -489,3 +489,46 @@ em_status em__gpu_take_along_eval(em_array *node) {
     }
     return gather_run(node, &job);
 }
+
+/* ---- scans -------------------------------------------------------------- */
+
+em_status em__gpu_scan_eval(em_array *node) {
+    const em_cuda_api *api;
+    int ord;
+    em_status st = backend_of(node, &api, &ord);
+    if (st == EM_OK)
+        st = em__alloc_output(node, NULL, 0);
+    if (st != EM_OK || node->size == 0)
+        return st;
+    const scan_params *p = node->params;
+    const em_array *in = node->inputs[0];
+    em_cuda_scan job;
+    memset(&job, 0, sizeof job);
+    job.op = p->op;
+    job.dtype = node->dtype;
+    job.n = node->shape[p->axis];
+    job.nlanes = node->size / job.n;
+    for (int i = 0; i < node->ndim; i++) {
+        if (i == p->axis)
+            continue;
+        job.lane_shape[job.nlane_dims] = node->shape[i];
+        job.lane_in[job.nlane_dims] = in->strides[i];
+        job.lane_out[job.nlane_dims++] = node->strides[i];
+    }
+    int64_t sa = in->strides[p->axis], oa = node->strides[p->axis];
+    const char *src = em__data(in);
+    char *dst = em__data(node);
+    size_t es = em_dtype_size(node->dtype);
+    if (p->reverse) { /* walk from the last element with negated steps */
+        src += (job.n - 1) * sa * (int64_t)es;
+        dst += (job.n - 1) * oa * (int64_t)es;
+        sa = -sa;
+        oa = -oa;
+    }
+    job.step_in = sa;
+    job.step_out = oa;
+    job.in = src;
+    job.out = dst;
+    int rc = api->scan(ord, &job);
+    return rc ? em__gpu_fail(api, rc, "scan") : EM_OK;
+}

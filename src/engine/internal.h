@@ -197,6 +197,7 @@ em_status em__gpu_threefry_eval(em_array *node);
 em_status em__gpu_gather_eval(em_array *node);
 em_status em__gpu_take_eval(em_array *node);
 em_status em__gpu_take_along_eval(em_array *node);
+em_status em__gpu_scan_eval(em_array *node);
 
 /* Typed element pointer of an evaluated array at its offset. */
 static inline void *em__data(const em_array *a) {

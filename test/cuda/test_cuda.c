@@ -18,6 +18,7 @@
 #include "emily.h"
 #include "emily_device.h"
 #include "emily_random.h"
+#include "emily_scan.h"
 #include "emily_sort.h"
 
 #include <complex.h>
@@ -868,6 +869,45 @@ static void test_dot(void) {
         }
 }
 
+/* ---- scans ------------------------------------------------------------------ */
+
+static void test_scan(void) {
+    int64_t shape[3] = {23, 45, 67};
+    for (int op = 0; op < EM_SCAN_COUNT; op++)
+        for (int di = 0; di < NDTYPES; di++)
+            for (int axis = 0; axis < 3; axis++)
+                for (int rev = 0; rev < 2; rev++) {
+                    em_dtype d = all_dtypes[di];
+                    if (skip_dtype(d))
+                        continue;
+                    bool product = op == EM_SCAN_PRODUCT;
+                    em_array *a =
+                        random_array(d, shape, 3, !product, product ? -1 : 0);
+                    em_array *g = NULL, *at = NULL, *gt = NULL, *rc = NULL,
+                             *rg = NULL;
+                    die_on(em_to_device(a, GPU, &g), "to_device");
+                    int perm[3] = {2, 0, 1};
+                    die_on(em_transpose(a, perm, 3, &at), "transpose");
+                    die_on(em_transpose(g, perm, 3, &gt), "transpose");
+                    char what[96];
+                    snprintf(what, sizeof what, "scan op %d %s axis %d%s", op,
+                             em_dtype_name(d), axis, rev ? " reverse" : "");
+                    if (em_scan((em_scan_op)op, at, axis, rev, &rc) == EM_OK) {
+                        if (em_scan((em_scan_op)op, gt, axis, rev, &rg) !=
+                            EM_OK) {
+                            printf("  %s: %s\n", what, em_last_error());
+                            record("scan", what, false, INFINITY);
+                        } else {
+                            double w = compare_floor(rc, rg, what, 4, 67.0);
+                            record("scan", what, w <= 1, w);
+                        }
+                    }
+                    em_array *arr[] = {a, g, at, gt, rc, rg};
+                    for (int i = 0; i < 6; i++)
+                        em_array_release(arr[i]);
+                }
+}
+
 /* ---- indexed reads -------------------------------------------------------- */
 
 /* Index arrays in [-2, bound + 2): out-of-range values exercise clamping. */
@@ -1038,6 +1078,7 @@ int main(void) {
     test_dot();
     test_random();
     test_index();
+    test_scan();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
     em_memory_get_device_stats(GPU, &ms);

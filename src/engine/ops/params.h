@@ -33,6 +33,12 @@ typedef struct axis_params {
     int axis;
 } axis_params;
 
+typedef struct scan_params {
+    int op; /* em_scan_op */
+    int axis;
+    bool reverse;
+} scan_params;
+
 typedef struct dot_params {
     int nbatch, nm, nk, nn;
     int64_t batch_shape[EM_MAX_NDIM];

@@ -20,6 +20,7 @@
  * dtype from the dtype tables.
  */
 #include "internal.h"
+#include "params.h"
 
 #include "emily_scan.h"
 
@@ -156,11 +157,6 @@ static const char *const scan_names[EM_SCAN_COUNT] = {
 /* Driver                                                                    */
 /* ------------------------------------------------------------------------ */
 
-typedef struct scan_params {
-    int op;
-    int axis;
-    bool reverse;
-} scan_params;
 
 /* Lanes of the vector axis handled by one unit. */
 #define SCAN_CHUNK 2048
@@ -327,7 +323,7 @@ static em_status scan_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim scan_prim = {"scan", scan_eval};
+static const em_prim scan_prim = {"scan", scan_eval, em__gpu_scan_eval};
 
 em_status em_scan(em_scan_op op, em_array *a, int axis, bool reverse,
                   em_array **out) {
