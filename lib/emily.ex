@@ -131,7 +131,16 @@ defmodule Emily do
   """
   @spec to_binary(t()) :: binary()
   def to_binary(tensor) do
-    metadata = %{shape: Native.shape(tensor), dtype: Native.dtype(tensor)}
+    metadata =
+      try do
+        %{shape: Native.shape(tensor), dtype: Native.dtype(tensor)}
+      rescue
+        # The metadata NIFs name themselves; a bad argument is to_binary's.
+        e in ArgumentError ->
+          reraise ArgumentError,
+                  [message: String.replace_prefix(e.message, "shape: ", "to_binary: ")],
+                  __STACKTRACE__
+      end
 
     Emily.Telemetry.span([:emily, :to_binary], metadata, fn ->
       binary = Native.await(Native.to_binary(Emily.Stream.current(), tensor))

@@ -138,12 +138,29 @@ defmodule Emily.Native do
     receive do
       {^ref, :ok} -> :ok
       {^ref, {:ok, binary}} -> binary
-      {^ref, {:error, exception}} -> raise exception
+      {^ref, {:error, exception}} -> raise traced_read_error(exception)
     after
       timeout ->
         raise RuntimeError, "timed out after #{timeout}ms waiting for the stream's worker"
     end
   end
+
+  # A read of a graph that contains a placeholder: the user read a traced
+  # tensor inside Emily.Compiler.jit. Only failures pay for the check.
+  defp traced_read_error(%ArgumentError{message: message} = exception) do
+    if String.contains?(message, "placeholder: a traced input has no value") do
+      ArgumentError.exception(
+        "cannot read a traced tensor inside Emily.Compiler.jit: use " <>
+          "Emily.Tensor.select/3 or Emily.Compiler.while/3 for data-dependent " <>
+          "control flow, and read the results outside the jitted function " <>
+          "(engine: #{message})"
+      )
+    else
+      exception
+    end
+  end
+
+  defp traced_read_error(exception), do: exception
 
   # ---- generated from emily_ops.h ------------------------------------------
 
@@ -468,4 +485,56 @@ defmodule Emily.Native do
         _batch_groups
       ),
       do: nif_error()
+
+  # ---- early release and raw pointers (nif_pointer.c) ----
+
+  @doc """
+  Drops the tensor's engine reference now (`Nx.backend_deallocate`):
+  `:ok`, or `:already_deallocated`. Later uses raise `ArgumentError`.
+  """
+  @spec deallocate(tensor()) :: :ok | :already_deallocated
+  def deallocate(_tensor), do: nif_error()
+
+  @doc "Whether `deallocate/1` released the tensor."
+  @spec is_deallocated(tensor()) :: boolean()
+  def is_deallocated(_tensor), do: nif_error()
+
+  @doc """
+  `{address, byte_size}` of `contiguous`, the evaluated row-major form of
+  `tensor`; the address is registered (and the bytes kept alive) for as
+  long as `tensor` lives.
+  """
+  @spec to_pointer(tensor(), tensor()) :: {non_neg_integer(), pos_integer()}
+  def to_pointer(_tensor, _contiguous), do: nif_error()
+
+  @doc """
+  A new tensor with a copy of the bytes at `address`, which must lie inside
+  a live `to_pointer/2` registration of this VM (else `ArgumentError`).
+  """
+  @spec from_pointer(non_neg_integer(), shape(), dtype()) :: tensor()
+  def from_pointer(_address, _shape, _dtype), do: nif_error()
+
+  @doc "A new evaluated tensor with a copy of the bytes of an evaluated row-major one."
+  @spec copy(tensor()) :: tensor()
+  def copy(_tensor), do: nif_error()
+  # ---- programs (Emily.Compiler) ----
+
+  @doc "A placeholder: a traced input of `dtype` and `shape` that has no value."
+  def placeholder(_dtype, _shape), do: nif_error()
+
+  @doc """
+  A program from `placeholders` to `outputs` (lists of tensors). `fuse`:
+  run the fusion pass; `capture_outer`: pending tensors older than the
+  placeholders become extra inputs (a loop's closed-over values).
+  """
+  def program_new(_placeholders, _outputs, _fuse, _capture_outer), do: nif_error()
+
+  @doc "Replays `program` on `inputs`: the list of its outputs, lazy."
+  def program_run(_program, _inputs), do: nif_error()
+
+  @doc "Counters of a program: `%{nodes_before, nodes_after, cse_merged, constants, ...}`."
+  def program_stats(_program), do: nif_error()
+
+  @doc "A lazy loop over the `state` tensors with `cond` and `body` programs: the final state."
+  def while_loop(_cond, _body, _state), do: nif_error()
 end

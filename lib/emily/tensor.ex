@@ -24,6 +24,10 @@ defmodule Emily.Tensor do
       variance, median, argmax ...
     * `Emily.Tensor.ShapeOps` — reshape, transpose, pad, concatenate,
       slice, dot ...
+    * `Emily.Tensor.Backend` — the default backend and device,
+      backend_copy/transfer/deallocate, to_pointer/from_pointer
+    * `Emily.Tensor.Template` — templates, donatable, runtime_call,
+      io_call, block; `sigil_MAT/2` and `sigil_VEC/2` are here
 
   Differences from Nx: named axes, vectorization and defn are out of
   scope (see `docs/COVERAGE.md`); sub-byte and 8-bit float types are not
@@ -31,9 +35,15 @@ defmodule Emily.Tensor do
   """
 
   @enforce_keys [:ref, :shape, :type]
-  defstruct [:ref, :shape, :type]
+  defstruct [:ref, :shape, :type, donatable: false]
 
-  @type t :: %__MODULE__{ref: reference(), shape: tuple(), type: Emily.Tensor.Type.t()}
+  # `ref` is the atom :template for a template (shape and type, no data).
+  @type t :: %__MODULE__{
+          ref: reference() | :template,
+          shape: tuple(),
+          type: Emily.Tensor.Type.t(),
+          donatable: boolean()
+        }
 
   # Each implementation module owns one region below; keep edits inside
   # your own region (`defdelegate name(args), to: Module`).
@@ -618,6 +628,114 @@ defmodule Emily.Tensor do
   @impl Access
   defdelegate pop(tensor, index), to: Emily.Tensor.Access
   # -- END access --
+
+  # -- BEGIN backend --
+  @doc "See `Emily.Tensor.Backend.default_backend/0`."
+  defdelegate default_backend(), to: Emily.Tensor.Backend
+  @doc "See `Emily.Tensor.Backend.default_backend/1`."
+  defdelegate default_backend(backend), to: Emily.Tensor.Backend
+  @doc "See `Emily.Tensor.Backend.global_default_backend/1`."
+  defdelegate global_default_backend(backend), to: Emily.Tensor.Backend
+  @doc "See `Emily.Tensor.Backend.with_default_backend/2`."
+  defdelegate with_default_backend(backend, fun), to: Emily.Tensor.Backend
+  @doc "See `Emily.Tensor.Backend.backend_copy/2`."
+  defdelegate backend_copy(container, backend \\ nil), to: Emily.Tensor.Backend
+  @doc "See `Emily.Tensor.Backend.backend_transfer/2`."
+  defdelegate backend_transfer(container, backend \\ nil), to: Emily.Tensor.Backend
+  @doc "See `Emily.Tensor.Backend.backend_deallocate/1`."
+  defdelegate backend_deallocate(container), to: Emily.Tensor.Backend
+  @doc "See `Emily.Tensor.Backend.to_pointer/2`."
+  defdelegate to_pointer(tensor, opts \\ []), to: Emily.Tensor.Backend
+  @doc "See `Emily.Tensor.Backend.from_pointer/5`."
+  defdelegate from_pointer(backend, pointer, type, shape, opts \\ []), to: Emily.Tensor.Backend
+  @doc "See `Emily.Tensor.Template.template/3`."
+  defdelegate template(shape, type, opts \\ []), to: Emily.Tensor.Template
+  @doc "See `Emily.Tensor.Template.to_template/1`."
+  defdelegate to_template(container), to: Emily.Tensor.Template
+  @doc "See `Emily.Tensor.Template.donatable/1`."
+  defdelegate donatable(tensor), to: Emily.Tensor.Template
+  @doc "See `Emily.Tensor.Template.donatable?/1`."
+  defdelegate donatable?(tensor), to: Emily.Tensor.Template
+  @doc "See `Emily.Tensor.Template.runtime_call/3`."
+  defdelegate runtime_call(output, tensor_or_container, fun), to: Emily.Tensor.Template
+  @doc "See `Emily.Tensor.Template.runtime_call/4`."
+  defdelegate runtime_call(output, tensor_or_container, static_argument, fun),
+    to: Emily.Tensor.Template
+
+  @doc "See `Emily.Tensor.Template.io_call/2`."
+  defdelegate io_call(data, name_or_fun), to: Emily.Tensor.Template
+  @doc "See `Emily.Tensor.Template.io_call/3`."
+  defdelegate io_call(data, name, fun), to: Emily.Tensor.Template
+  @doc "See `Emily.Tensor.Template.block/4`."
+  defdelegate block(struct, args, output_template, default_fun), to: Emily.Tensor.Template
+
+  @doc """
+  A matrix (a rank-2 tensor) from rows of numbers, as Nx's `~MAT`: one
+  row per line, numbers separated by spaces, the type as a modifier
+  (inferred without one). The text is parsed at compile time; see
+  `Emily.Tensor.Sigils` for the number syntax.
+  `import Emily.Tensor, only: :sigils` (Elixir 1.15 and later) or
+  `import Emily.Tensor, only: [sigil_MAT: 2, sigil_VEC: 2]` to use it.
+
+  Elixir 1.15 and later write it `~MAT[1 2\\n3 4]f32`. Elixir 1.14 has no
+  multi-letter sigils: call the macro, `sigil_MAT("1 2\\n3 4", "f32")`
+  (the modifier a string or charlist literal).
+
+  ## Examples
+
+      iex> import Emily.Tensor, only: [sigil_MAT: 2, sigil_VEC: 2]
+      iex> sigil_MAT(\"""
+      ...>   1 2 3
+      ...>   4 5 6
+      ...> \""", "f32")
+      #Emily.Tensor<
+        f32[2][3]
+        [
+          [1.0, 2.0, 3.0],
+          [4.0, 5.0, 6.0]
+        ]
+      >
+      iex> sigil_MAT("1 -2i\\n inf 0.5", [])
+      #Emily.Tensor<
+        c64[2][2]
+        [
+          [1.0+0.0i, 0.0-2.0i],
+          [Inf+0.0i, 0.5+0.0i]
+        ]
+      >
+
+  """
+  defmacro sigil_MAT(text, modifiers) do
+    {rows, type} = Emily.Tensor.Sigils.expand(text, modifiers, :matrix)
+    quote do: Emily.Tensor.tensor(unquote(Macro.escape(rows)), type: unquote(Macro.escape(type)))
+  end
+
+  @doc """
+  A vector (a rank-1 tensor) from a row of numbers, as Nx's `~VEC`; the
+  type is a modifier (inferred without one). See `sigil_MAT/2`
+  (`~VEC[1 2 3]u8` from Elixir 1.15 on).
+
+  ## Examples
+
+      iex> import Emily.Tensor, only: [sigil_MAT: 2, sigil_VEC: 2]
+      iex> sigil_VEC("1 2 3", "u8")
+      #Emily.Tensor<
+        u8[3]
+        [1, 2, 3]
+      >
+      iex> sigil_VEC("0.5 nan -inf", [])
+      #Emily.Tensor<
+        f32[3]
+        [0.5, NaN, -Inf]
+      >
+
+  """
+  defmacro sigil_VEC(text, modifiers) do
+    {row, type} = Emily.Tensor.Sigils.expand(text, modifiers, :vector)
+    quote do: Emily.Tensor.tensor(unquote(Macro.escape(row)), type: unquote(Macro.escape(type)))
+  end
+
+  # -- END backend --
 
   # -- BEGIN device --
   @doc "See `Emily.Tensor.DeviceOps.to_device/2`."

@@ -235,6 +235,29 @@ em_status em__topo_order(em_array *const *roots, size_t n, em_array ***out,
     return st;
 }
 
+em_status em__node_inputs(em_array *node, em_array ***out, int *n) {
+    *out = NULL;
+    *n = -1;
+    pthread_mutex_lock(&graph_lock);
+    if (atomic_load(&node->state) == EM_NODE_DONE) {
+        pthread_mutex_unlock(&graph_lock);
+        return EM_OK;
+    }
+    int count = node->ninputs;
+    em_array **copy = malloc(sizeof *copy * (size_t)(count ? count : 1));
+    if (copy)
+        for (int i = 0; i < count; i++) {
+            copy[i] = node->inputs[i];
+            em_array_retain(copy[i]);
+        }
+    pthread_mutex_unlock(&graph_lock);
+    if (!copy)
+        return em__fail(EM_ERR_OOM, "out of memory copying a node's inputs");
+    *out = copy;
+    *n = count;
+    return EM_OK;
+}
+
 em_status em__eval_arrays(em_array *const *arrays, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!arrays[i])

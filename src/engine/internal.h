@@ -220,6 +220,12 @@ em_status em__eval_arrays(em_array *const *arrays, size_t n);
 em_status em__topo_order(em_array *const *roots, size_t n, em_array ***out,
                          size_t *len);
 
+/* A pending node's inputs, read under the evaluator's lock (another thread
+ * may evaluate the node and drop them at any time): *out is a malloc'd
+ * copy, each input retained, *n their count. *n is -1 (and *out NULL) when
+ * the node is evaluated already. */
+em_status em__node_inputs(em_array *node, em_array ***out, int *n);
+
 /* ------------------------------------------------------------------------ */
 /* Layout helpers for kernels                                                */
 /* ------------------------------------------------------------------------ */

@@ -51,7 +51,8 @@ extern ErlNifResourceType *nif_stream_type;
                         A(message, "message") A(struct_key, "__struct__")      \
                             A(exception_key, "__exception__")                  \
                                 A(argument_error, "Elixir.ArgumentError")      \
-                                    A(runtime_error, "Elixir.RuntimeError")
+                                    A(runtime_error, "Elixir.RuntimeError")    \
+                                        A(template_, "template")
 
 typedef struct nif_atoms {
 #define NIF_ATOM_FIELD(field, text) ERL_NIF_TERM field;
@@ -109,6 +110,11 @@ bool nif_get_i64_list(nif_call *c, ERL_NIF_TERM term, const char *arg,
 bool nif_get_int_list(nif_call *c, ERL_NIF_TERM term, const char *arg,
                       int out[EM_MAX_NDIM], int *n);
 
+/* Drops the pointers that to_pointer handed out for `owner` (its tensor is
+ * being destroyed or deallocated): from_pointer refuses them from then on.
+ * Called by the array resource's destructor (nif_pointer.c). */
+void nif_pointer_forget(const nif_array *owner);
+
 /* ---- term encoding ------------------------------------------------------ */
 
 /* Wrap a new engine reference in a resource term (takes ownership; raises
@@ -129,8 +135,26 @@ static inline ERL_NIF_TERM nif_result(nif_call *c, em_status st,
 
 /* ---- the NIF table ------------------------------------------------------ */
 
-#define NIF_DECL(name)                                                         \
+/* Every NIF body runs between nif_enter() and nif_leave(): backend_deallocate
+ * may free an array only when no NIF that could have read the resource's
+ * array pointer before it was cleared is still running (nif_pointer.c). Two
+ * atomic operations a call; no lock. */
+void nif_enter(void);
+void nif_leave(void);
+
+#define NIF_PROTO(name)                                                        \
     ERL_NIF_TERM nif_##name(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+#define NIF_DECL(name)                                                         \
+    static ERL_NIF_TERM nif_body_##name(ErlNifEnv *env, int argc,              \
+                                        const ERL_NIF_TERM argv[]);            \
+    NIF_PROTO(name) {                                                          \
+        nif_enter();                                                           \
+        ERL_NIF_TERM result = nif_body_##name(env, argc, argv);                \
+        nif_leave();                                                           \
+        return result;                                                         \
+    }                                                                          \
+    static ERL_NIF_TERM nif_body_##name(ErlNifEnv *env, int argc,              \
+                                        const ERL_NIF_TERM argv[])
 
 /* Hand-written NIFs: F(name, arity). Generated elementwise and
  * reduce NIFs come from emily_ops.h (see nif_ops.c). */
@@ -212,16 +236,36 @@ static inline ERL_NIF_TERM nif_result(nif_call *c, em_status st,
     F(device_available, 1)                                                     \
     F(device_memory_stats, 1)
 
-#define NIF_DECLARE(name, arity) NIF_DECL(name);
+/* nif_pointer.c: releasing a tensor early and raw pointers to its bytes. */
+#define NIF_POINTER_FUNCS(F)                                                   \
+    F(deallocate, 1)                                                           \
+    F(is_deallocated, 1)                                                       \
+    F(to_pointer, 2)                                                           \
+    F(from_pointer, 3)                                                         \
+    F(copy, 1)
+
+/* Programs (nif_compile.c). */
+#define NIF_COMPILE_FUNCS(F)                                                   \
+    F(placeholder, 2)                                                          \
+    F(program_new, 4)                                                          \
+    F(program_run, 2)                                                          \
+    F(program_stats, 1)                                                        \
+    F(while_loop, 3)
+/* Opens the program resource type (called on load and upgrade). */
+int nif_compile_open_resources(ErlNifEnv *env);
+
+#define NIF_DECLARE(name, arity) NIF_PROTO(name);
 NIF_CORE_FUNCS(NIF_DECLARE)
 NIF_OP_FUNCS(NIF_DECLARE)
+NIF_POINTER_FUNCS(NIF_DECLARE)
+NIF_COMPILE_FUNCS(NIF_DECLARE)
 #undef NIF_DECLARE
 
 /* Generated NIFs (nif_ops.c): one per entry of emily_ops.h's lists, named
  * as the op (Emily.Native.add/2, exp/1, sum/3). */
-#define NIF_UNARY_DECLARE(name, accepts) NIF_DECL(unary_##name);
-#define NIF_BINARY_DECLARE(name, accepts) NIF_DECL(binary_##name);
-#define NIF_REDUCE_DECLARE(name, accepts) NIF_DECL(reduce_##name);
+#define NIF_UNARY_DECLARE(name, accepts) NIF_PROTO(unary_##name);
+#define NIF_BINARY_DECLARE(name, accepts) NIF_PROTO(binary_##name);
+#define NIF_REDUCE_DECLARE(name, accepts) NIF_PROTO(reduce_##name);
 EM_UNARY_OPS(NIF_UNARY_DECLARE)
 EM_BINARY_OPS(NIF_BINARY_DECLARE)
 EM_REDUCE_OPS(NIF_REDUCE_DECLARE)

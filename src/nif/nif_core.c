@@ -24,6 +24,7 @@
 
 static void array_dtor(ErlNifEnv *env, void *obj) {
     nif_array *res = obj;
+    nif_pointer_forget(res);
     em_array_release(res->array);
     res->array = NULL;
 }
@@ -45,7 +46,8 @@ static int open_resources(ErlNifEnv *env) {
                                              array_dtor, flags, NULL);
     nif_stream_type = enif_open_resource_type(env, NULL, "emily_stream",
                                               stream_dtor, flags, NULL);
-    if (!nif_array_type || !nif_stream_type)
+    if (!nif_array_type || !nif_stream_type ||
+        nif_compile_open_resources(env) != 0)
         return -1;
 #define NIF_ATOM_INIT(field, text) atoms.field = enif_make_atom(env, text);
     NIF_ATOMS(NIF_ATOM_INIT)
@@ -245,7 +247,11 @@ NIF_DECL(from_binary) { return from_binary(env, argv, false); }
 
 static ERL_NIF_TERM from_binary_dirty(ErlNifEnv *env, int argc,
                                       const ERL_NIF_TERM argv[]) {
-    return from_binary(env, argv, true);
+    /* A dirty continuation is a NIF call of its own. */
+    nif_enter();
+    ERL_NIF_TERM result = from_binary(env, argv, true);
+    nif_leave();
+    return result;
 }
 
 /* ---- asynchronous jobs -------------------------------------------------- */
@@ -578,8 +584,10 @@ NIF_DECL(op_names) {
 /* ---- the table ---------------------------------------------------------- */
 
 #define NIF_ROW(name, arity) {#name, arity, nif_##name, 0},
-static ErlNifFunc nif_funcs[] = {NIF_CORE_FUNCS(NIF_ROW) NIF_OP_FUNCS(
-    NIF_ROW) NIF_GENERATED_FUNCS{"build_info", 0, nif_build_info, 0}};
+static ErlNifFunc nif_funcs[] = {
+    NIF_CORE_FUNCS(NIF_ROW) NIF_OP_FUNCS(NIF_ROW) NIF_POINTER_FUNCS(NIF_ROW)
+        NIF_COMPILE_FUNCS(NIF_ROW)
+        NIF_GENERATED_FUNCS{"build_info", 0, nif_build_info, 0}};
 #undef NIF_ROW
 
 ERL_NIF_INIT(Elixir.Emily.Native, nif_funcs, on_load, NULL, on_upgrade, NULL)

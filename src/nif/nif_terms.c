@@ -118,14 +118,40 @@ ERL_NIF_TERM nif_status_atom(em_status status) {
 
 /* ---- decoding ----------------------------------------------------------- */
 
+/* The array of a tensor term, or a raise that says why there is none: a
+ * template tensor (the atom `template`: shape and type without data), a
+ * tensor released early by backend_deallocate, or not a tensor at all.
+ * The resource's pointer is read atomically: nif_deallocate may clear it
+ * from another scheduler. */
+static bool get_array(nif_call *c, ERL_NIF_TERM term, const char *arg,
+                      const char *expected, em_array **out) {
+    nif_array *res;
+    if (enif_get_resource(c->env, term, nif_array_type, (void **)&res)) {
+        em_array *a = __atomic_load_n(&res->array, __ATOMIC_ACQUIRE);
+        if (a) {
+            *out = a;
+            return true;
+        }
+        nif_raise_argument(c,
+                           "argument %s: the tensor was deallocated "
+                           "(backend_deallocate/1); it can no longer be used",
+                           arg);
+        return false;
+    }
+    if (enif_is_identical(term, atoms.template_)) {
+        nif_raise_argument(c,
+                           "argument %s is a template tensor (a shape and a "
+                           "type without data): a template cannot be computed "
+                           "with or read",
+                           arg);
+        return false;
+    }
+    return bad_arg(c, arg, expected, term);
+}
+
 bool nif_get_array(nif_call *c, ERL_NIF_TERM term, const char *arg,
                    em_array **out) {
-    nif_array *res;
-    if (!enif_get_resource(c->env, term, nif_array_type, (void **)&res) ||
-        !res->array)
-        return bad_arg(c, arg, "an Emily array reference", term);
-    *out = res->array;
-    return true;
+    return get_array(c, term, arg, "an Emily array reference", out);
 }
 
 bool nif_get_array_list(nif_call *c, ERL_NIF_TERM term, const char *arg,
@@ -141,15 +167,12 @@ bool nif_get_array_list(nif_call *c, ERL_NIF_TERM term, const char *arg,
     ERL_NIF_TERM head, tail = term;
     for (unsigned i = 0; i < len; i++) {
         enif_get_list_cell(c->env, tail, &head, &tail);
-        nif_array *res;
-        if (!enif_get_resource(c->env, head, nif_array_type, (void **)&res) ||
-            !res->array) {
+        char what[64];
+        snprintf(what, sizeof what, "%s (element %u)", arg, i);
+        if (!get_array(c, head, what, "an Emily array reference", &arrays[i])) {
             enif_free(arrays);
-            char what[64];
-            snprintf(what, sizeof what, "%s (element %u)", arg, i);
-            return bad_arg(c, what, "an Emily array reference", head);
+            return false;
         }
-        arrays[i] = res->array;
     }
     *out = arrays;
     *n = len;

@@ -140,6 +140,81 @@ defmodule Emily.Tensor.Core do
   defp option_key({key, _default}), do: key
   defp option_key(key) when is_atom(key), do: key
 
+  # ---------------------------------------------------------------------------
+  # Backend and device
+  # ---------------------------------------------------------------------------
+
+  @backend_key {Emily.Tensor, :default_backend}
+  @devices [:cpu, :gpu]
+
+  @doc """
+  Normalises a backend spec: `Emily.Tensor` or `{Emily.Tensor, opts}` with
+  `opts` a keyword list of `device: :cpu | :gpu` (default `:cpu`). Anything
+  else raises: Emily is its own (single) backend.
+  """
+  def backend!(Emily.Tensor), do: {Emily.Tensor, device: :cpu}
+
+  def backend!({Emily.Tensor, opts}) when is_list(opts) do
+    opts = options!(opts, device: :cpu)
+
+    unless opts[:device] in @devices do
+      raise ArgumentError,
+            "unknown device #{inspect(opts[:device])} for Emily.Tensor (expected one of #{inspect(@devices)})"
+    end
+
+    {Emily.Tensor, device: opts[:device]}
+  end
+
+  def backend!(other) do
+    raise ArgumentError,
+          "Emily has one backend, Emily.Tensor (as `Emily.Tensor` or " <>
+            "`{Emily.Tensor, device: :cpu}`), got: #{inspect(other)}"
+  end
+
+  @doc "The backend new tensors get: the process's, else the application's, else the CPU."
+  def default_backend do
+    Process.get(@backend_key) ||
+      backend!(Application.get_env(:emily, :default_backend, Emily.Tensor))
+  end
+
+  @doc """
+  Stores `backend` (already normalised; nil clears it) as the process's
+  default and returns the previous stored value (nil when there was none).
+  """
+  def swap_process_backend(nil), do: Process.delete(@backend_key)
+  def swap_process_backend(backend), do: Process.put(@backend_key, backend)
+
+  @doc "Sets the process's default backend (normalised); returns the previous one."
+  def put_default_backend(backend) do
+    previous = default_backend()
+    Process.put(@backend_key, backend!(backend))
+    previous
+  end
+
+  @doc """
+  The device a creation function computes on: its `:backend` option when
+  given (nil means the default backend), checked to be available in this
+  build. `:cpu` is the only one until the CUDA backend lands; this is the
+  single place that decides it.
+  """
+  def device_for(opts) when is_list(opts) do
+    {Emily.Tensor, backend_opts} =
+      case Keyword.get(opts, :backend) do
+        nil -> default_backend()
+        backend -> backend!(backend)
+      end
+
+    device!(backend_opts[:device])
+  end
+
+  @doc "Raises unless `device` is available in this build; returns it."
+  def device!(:cpu), do: :cpu
+
+  def device!(:gpu) do
+    raise ArgumentError,
+          "device :gpu: the CUDA backend is not available in this build (use :cpu)"
+  end
+
   @doc "Normalises an axis against `rank` (negative counts from the end) or raises."
   def axis!(axis, rank) when is_integer(axis) do
     a = if axis < 0, do: axis + rank, else: axis

@@ -29,7 +29,9 @@ defmodule Emily.Tensor.Creation do
 
     * `:type` - the type of the tensor
     * `:names` - only `nil` names are accepted (Emily has no named axes)
-    * `:backend` - accepted and ignored
+    * `:backend` - `Emily.Tensor` or `{Emily.Tensor, device: device}`
+      (default: `Emily.Tensor.default_backend/0`); the device must be
+      available in this build
 
   ## Examples
 
@@ -84,6 +86,7 @@ defmodule Emily.Tensor.Creation do
   @spec tensor(term(), keyword()) :: tensor()
   def tensor(arg, opts \\ []) do
     opts = Core.options!(opts, type: nil, names: nil, backend: nil)
+    Core.device_for(opts)
     type = if t = opts[:type], do: Type.normalize!(t)
     build(arg, type, opts[:names])
   end
@@ -413,7 +416,7 @@ defmodule Emily.Tensor.Creation do
   """
   @spec from_binary(binary(), term(), keyword()) :: tensor()
   def from_binary(binary, type, opts \\ []) when is_binary(binary) do
-    Core.options!(opts, backend: nil)
+    opts |> Core.options!(backend: nil) |> Core.device_for()
     type = Type.normalize!(type)
     size = Type.byte_size(type)
 
@@ -905,6 +908,7 @@ defmodule Emily.Tensor.Creation do
         type: {:s, 32}
       )
 
+    Core.device_for(opts)
     shape = shape!(tensor_or_shape)
     check_names!(opts[:names], tuple_size(shape))
     type = Type.normalize!(opts[:type])
@@ -982,6 +986,7 @@ defmodule Emily.Tensor.Creation do
   @spec eye(pos_integer() | tuple() | tensor(), keyword()) :: tensor()
   def eye(n_or_shape, opts \\ []) do
     opts = Core.options!(opts, names: nil, backend: nil, vectorized_axes: nil, type: {:s, 32})
+    Core.device_for(opts)
     type = Type.normalize!(opts[:type])
 
     shape =

@@ -6,7 +6,9 @@ defimpl Inspect, for: Emily.Tensor do
 
   alias Emily.Tensor.{Creation, Format, Type}
 
-  def inspect(%Emily.Tensor{shape: shape, type: type} = tensor, opts) do
+  # A template has no data and a deallocated tensor none left: a word
+  # stands in for the data (as Nx prints its template backend's name).
+  def inspect(%Emily.Tensor{shape: shape, type: type, donatable: donatable} = tensor, opts) do
     open = color("[", :list, opts)
     close = color("]", :list, opts)
 
@@ -15,8 +17,21 @@ defimpl Inspect, for: Emily.Tensor do
       |> Tuple.to_list()
       |> Enum.map(&concat([open, Integer.to_string(&1), close]))
 
-    header = concat([color(Type.to_string(type), :atom, opts) | dims])
-    inner = concat([line(), header, line(), data(tensor, opts, open, close)])
+    mark = if donatable == true, do: [" [donatable]"], else: []
+    header = concat([color(Type.to_string(type), :atom, opts) | dims ++ mark])
+
+    body =
+      case tensor.ref do
+        :template ->
+          "template (no data)"
+
+        ref ->
+          if Emily.Native.is_deallocated(ref),
+            do: "deallocated",
+            else: data(tensor, opts, open, close)
+      end
+
+    inner = concat([line(), header, line(), body])
 
     force_unfit(
       concat([

@@ -8,6 +8,7 @@
  * through zero strides by em_ew_eval (elementwise.h): nothing is copied.
  */
 #include "elementwise.h"
+#include "elementwise_internal.h"
 
 #define BIN_T(x) __typeof__(x)
 #define BIN_W(x) EM_EW_WIDE_U(BIN_T(x))
@@ -294,3 +295,15 @@ em_status em_binary(em_binary_op op, em_array *a, em_array *b, em_array **out) {
     return em__node_new_params(&binary_prims[op], odt, shape, ndim, inputs, 2,
                                &param, sizeof param, out);
 }
+
+/* ---- for the fusion pass (elementwise_internal.h) ---------------------- */
+
+bool em__binary_op_of(const em_array *node, int *op, em_dtype *kernel_dtype) {
+    if (!node->prim || node->prim->eval != binary_eval)
+        return false;
+    *op = (int)(node->prim - binary_prims);
+    *kernel_dtype = node->inputs[0]->dtype;
+    return true;
+}
+
+em_ew_kernel em__binary_kernel(em_dtype dtype) { return binary_kernels[dtype]; }

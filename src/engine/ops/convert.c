@@ -9,6 +9,7 @@
  * converted to the destination by rules written once per destination class.
  */
 #include "elementwise.h"
+#include "elementwise_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Wide types                                                                */
@@ -286,3 +287,15 @@ em_status em_scalar_s64(int64_t value, em_dtype dtype, em_array **out) {
     cvt_narrow[dtype][CVT_S](bytes, &value, 1);
     return em_scalar(bytes, dtype, out);
 }
+
+/* ---- for the fusion pass (elementwise_internal.h) ---------------------- */
+
+bool em__as_type_op_of(const em_array *node, int *op, em_dtype *kernel_dtype) {
+    if (node->prim != &as_type_prim)
+        return false;
+    *op = (int)node->inputs[0]->dtype * EM_DTYPE_COUNT + (int)node->dtype;
+    *kernel_dtype = node->inputs[0]->dtype;
+    return true;
+}
+
+em_ew_kernel em__as_type_kernel(void) { return cvt_kernel; }

@@ -22,6 +22,7 @@
  * from the dtype tables; the drivers are dtype-agnostic and see the kernels
  * through a small table of function pointers.
  */
+#include "elementwise_internal.h"
 #include "internal.h"
 #include "params.h"
 
@@ -959,4 +960,77 @@ em_status em_argreduce(em_argreduce_op op, em_array *a,
     argreduce_params p = {op, opts->tie_high, mask};
     return em__node_new_params(&argreduce_prim, index_dtype, shape, ndim, &a, 1,
                                &p, sizeof p, out);
+}
+
+/* ---- for the fusion pass (elementwise_internal.h) ---------------------- */
+
+bool em__reduce_op_of(const em_array *node, em_reduce_op *op, unsigned *mask) {
+    if (node->prim != &reduce_prim)
+        return false;
+    const reduce_params *p = node->params;
+    *op = p->op;
+    *mask = p->mask;
+    return true;
+}
+
+/* fold_range for one contiguous run: the same halving above FOLD_LEAF and
+ * the same leaves, so a fused row folds exactly as the unfused per-output
+ * reduction does. */
+static void fold_contiguous(const reduce_kernel *k, size_t isz, void *acc,
+                            const char *x, int64_t n) {
+    if (n > FOLD_LEAF) {
+        int64_t mid = n / 2;
+        _Alignas(16) unsigned char right[ACC_MAX_SIZE];
+        fold_contiguous(k, isz, acc, x, mid);
+        fold_contiguous(k, isz, right, x + mid * (int64_t)isz, n - mid);
+        k->merge(acc, right, 1);
+        return;
+    }
+    k->init(acc, 1);
+    if (n > 0)
+        k->leaf(acc, x, n, 1);
+}
+
+bool em__reduce_contiguous(em_reduce_op op, em_dtype dtype, const void *x,
+                           int64_t n, void *out) {
+    if ((int)op < 0 || op >= EM_REDUCE_COUNT || !reduce_accepts(op, dtype) ||
+        !reduce_kernels[op][dtype])
+        return false;
+    const reduce_kernel *k = reduce_kernels[op][dtype];
+    _Alignas(16) unsigned char acc[ACC_MAX_SIZE];
+    fold_contiguous(k, em_dtype_size(dtype), acc, x, n);
+    k->final(out, acc, 1);
+    return true;
+}
+
+/* A running reduction of pieces of one output (elementwise_internal.h). */
+static const reduce_kernel *acc_kernel(em_reduce_op op, em_dtype dtype) {
+    if ((int)op < 0 || op >= EM_REDUCE_COUNT || !reduce_accepts(op, dtype))
+        return NULL;
+    return reduce_kernels[op][dtype];
+}
+
+size_t em__reduce_acc_size(em_reduce_op op, em_dtype dtype) {
+    const reduce_kernel *k = acc_kernel(op, dtype);
+    return k ? k->acc_size : 0;
+}
+
+void em__reduce_acc_init(em_reduce_op op, em_dtype dtype, void *acc) {
+    acc_kernel(op, dtype)->init(acc, 1);
+}
+
+void em__reduce_acc_fold(em_reduce_op op, em_dtype dtype, void *acc,
+                         const void *x, int64_t n) {
+    if (n > 0)
+        acc_kernel(op, dtype)->leaf(acc, x, n, 1);
+}
+
+void em__reduce_acc_merge(em_reduce_op op, em_dtype dtype, void *acc,
+                          const void *other) {
+    acc_kernel(op, dtype)->merge(acc, other, 1);
+}
+
+void em__reduce_acc_final(em_reduce_op op, em_dtype dtype, const void *acc,
+                          void *out) {
+    acc_kernel(op, dtype)->final(out, acc, 1);
 }

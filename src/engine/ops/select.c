@@ -3,6 +3,7 @@
  * (min(max(a, lo), hi)), three-input elementwise ops with broadcasting.
  */
 #include "elementwise.h"
+#include "elementwise_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* select                                                                    */
@@ -142,3 +143,25 @@ em_status em_clip(em_array *a, em_array *lo, em_array *hi, em_array **out) {
     return em__node_new(&clip_prim, a->dtype, a->shape, a->ndim, inputs, 3,
                         out);
 }
+
+/* ---- for the fusion pass (elementwise_internal.h) ---------------------- */
+
+bool em__select_op_of(const em_array *node, int *op, em_dtype *kernel_dtype) {
+    if (node->prim != &select_prim)
+        return false;
+    *op = (int)em_dtype_size(node->dtype);
+    *kernel_dtype = node->inputs[0]->dtype;
+    return true;
+}
+
+em_ew_kernel em__select_kernel(em_dtype dtype) { return select_kernels[dtype]; }
+
+bool em__clip_op_of(const em_array *node, int *op, em_dtype *kernel_dtype) {
+    if (node->prim != &clip_prim)
+        return false;
+    *op = 0;
+    *kernel_dtype = node->dtype;
+    return true;
+}
+
+em_ew_kernel em__clip_kernel(em_dtype dtype) { return clip_kernels[dtype]; }

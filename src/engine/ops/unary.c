@@ -8,6 +8,7 @@
  * threads.
  */
 #include "elementwise.h"
+#include "elementwise_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Scalar helpers                                                            */
@@ -446,3 +447,15 @@ em_status em_unary(em_unary_op op, em_array *a, em_array **out) {
     return em__node_new_params(&unary_prims[op], odt, a->shape, a->ndim, &a, 1,
                                &param, sizeof param, out);
 }
+
+/* ---- for the fusion pass (elementwise_internal.h) ---------------------- */
+
+bool em__unary_op_of(const em_array *node, int *op, em_dtype *kernel_dtype) {
+    if (!node->prim || node->prim->eval != unary_eval)
+        return false;
+    *op = (int)(node->prim - unary_prims);
+    *kernel_dtype = node->inputs[0]->dtype;
+    return true;
+}
+
+em_ew_kernel em__unary_kernel(em_dtype dtype) { return unary_kernels[dtype]; }

@@ -1,0 +1,129 @@
+/*
+ * emily_compile.h — tracing a computation once and replaying it (part of
+ * libemily; include after or instead of emily.h).
+ *
+ * A program is built from a traced lazy graph:
+ *
+ *   1. make one placeholder per input (em_placeholder): a pending node
+ *      that has a shape and dtype but never a value;
+ *   2. build the computation on the placeholders with the ordinary ops
+ *      (the graph stays lazy; nothing is evaluated);
+ *   3. em_program_new(placeholders, outputs) records the graph between
+ *      them as a tape, simplifies it (common subexpressions, duplicate
+ *      constants, dead nodes; fusion when asked for) and keeps it;
+ *   4. em_program_run(prog, inputs) builds the same graph again on real
+ *      inputs, in one call, and returns its outputs as lazy arrays:
+ *      evaluate or read them as any other array.
+ *
+ * Replay builds exactly the nodes eager code would have built (same
+ * primitives, parameters and layouts) and evaluates them with the ordinary
+ * evaluator, so without fusion the results are bit-identical to running
+ * the ops eagerly.
+ *
+ * Arrays that already hold data when the program is built and that the
+ * outputs depend on (weights captured by a closure, constants) are
+ * captured by reference: the program keeps them alive. Pending nodes that
+ * do not depend on a placeholder are part of the tape and are computed
+ * again by every run.
+ *
+ * Evaluating or reading a graph that contains a placeholder fails with
+ * EM_ERR_ARGUMENT and a message that starts "placeholder: a traced input
+ * has no value".
+ */
+#ifndef EMILY_COMPILE_H
+#define EMILY_COMPILE_H
+
+#include "emily.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A pending array of `dtype` and `shape` that stands for a program input
+ * (row-major layout). Its evaluation fails (see above). */
+em_status em_placeholder(em_dtype dtype, const int64_t *shape, int ndim,
+                         em_array **out);
+
+/* Whether `a` is a placeholder made by em_placeholder. */
+bool em_is_placeholder(const em_array *a);
+
+typedef struct em_program em_program;
+
+/* Build options; the zero value is the default (simplify, do not fuse). */
+typedef struct em_program_options {
+    bool fuse;     /* run the fusion pass (when the engine has one) */
+    bool no_cse;   /* keep common subexpressions (for tests) */
+    bool no_dedup; /* keep duplicate constants (for tests) */
+    /* Capture outer values: pending arrays created before the first
+     * placeholder (values of an enclosing trace that a loop's condition or
+     * body closes over) become extra inputs of the program, after the
+     * placeholders, instead of part of its tape. em_program_capture lists
+     * them; each run takes them (or arrays of the same dtype, shape and
+     * layout) as inputs n_in .. n_in + captures - 1. */
+    bool capture_outer;
+} em_program_options;
+
+/* Record the graph from `placeholders` (n_in distinct placeholders, each
+ * at most once) to `outputs` (n_out arrays) as a program. An output may be
+ * one of the placeholders or an array with data. Fails with
+ * EM_ERR_ARGUMENT when an output depends on a placeholder that is not in
+ * the list. opts may be NULL (defaults). Nothing is evaluated. */
+em_status em_program_new(em_array *const *placeholders, size_t n_in,
+                         em_array *const *outputs, size_t n_out,
+                         const em_program_options *opts, em_program **out);
+
+void em_program_retain(em_program *p);
+void em_program_release(em_program *p); /* NULL is allowed */
+
+/* Inputs a run takes: the placeholders, then the captures (if any). */
+size_t em_program_num_inputs(const em_program *p);
+size_t em_program_num_captures(const em_program *p);
+/* Capture i (borrowed), as em_program_new found it. */
+em_array *em_program_capture(const em_program *p, size_t i);
+size_t em_program_num_outputs(const em_program *p);
+/* The dtype and shape (ndim entries at *shape) of input / output i. */
+void em_program_input_info(const em_program *p, size_t i, em_dtype *dtype,
+                           const int64_t **shape, int *ndim);
+void em_program_output_info(const em_program *p, size_t i, em_dtype *dtype,
+                            const int64_t **shape, int *ndim);
+
+/* Replay on `inputs` (n_in arrays, each with the dtype and shape of its
+ * placeholder; any layout, evaluated or not). Writes n_out new lazy
+ * references to outputs_out. Fails with EM_ERR_ARGUMENT naming the input
+ * index, expected and given dtype/shape when they differ. Views traced on
+ * a placeholder assumed its row-major layout, so an input with another
+ * layout (a strided view, a nonzero offset) is first copied to row-major
+ * by the replayed graph. An output that is a placeholder returns the
+ * caller's input itself; a captured constant, the constant. */
+em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
+                         em_array **outputs_out);
+
+typedef struct em_program_stats {
+    size_t nodes_before;     /* traced op nodes (placeholders not counted) */
+    size_t nodes_after;      /* op nodes replayed per run */
+    size_t cse_merged;       /* nodes removed as common subexpressions */
+    size_t constants;        /* arrays with data captured by reference */
+    size_t constants_merged; /* duplicate constants merged */
+    int fused_kernels;       /* kernels made by the fusion pass */
+} em_program_stats;
+
+void em_program_get_stats(const em_program *p, em_program_stats *out);
+
+/* ---- structured loop ---------------------------------------------------- */
+
+/* A lazy loop: with `state` = the n arrays of `initial`, while `cond` (a
+ * program of n inputs and one output, a scalar of any dtype: nonzero is
+ * true) holds, state = `body`(state) (n inputs, n outputs of the same
+ * dtypes and shapes as the inputs). Writes n lazy outputs, the final state.
+ * The programs' captures (see capture_outer) become inputs of the loop and
+ * are passed to each run after the state.
+ * The programs are kept alive by the outputs. When evaluated, each
+ * iteration replays and evaluates the programs. */
+em_status em_while(em_program *cond, em_program *body, em_array *const *initial,
+                   size_t n, em_array **outputs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
