@@ -23,6 +23,7 @@
 
 #include <complex.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -869,6 +870,102 @@ static void test_dot(void) {
         }
 }
 
+/* ---- concurrency ------------------------------------------------------------ */
+
+/* Several threads, each with its own engine stream, build and evaluate GPU
+ * graphs at once (they share the device's CUDA stream, allocator cache and
+ * cuBLAS handle); every result must equal the same graph on the CPU. */
+typedef struct thread_case {
+    em_array *x, *y;  /* GPU inputs */
+    em_array *result; /* GPU result */
+    em_status status;
+} thread_case;
+
+static em_status chain(em_array *x, em_array *y, int rounds, em_array **out) {
+    em_array *acc = NULL;
+    em_array_retain(x);
+    acc = x;
+    em_status st = EM_OK;
+    for (int r = 0; r < rounds && st == EM_OK; r++) {
+        em_array *t = NULL, *u = NULL, *v = NULL;
+        int axis = 1;
+        st = em_binary(EM_BINARY_multiply, acc, y, &t);
+        if (st == EM_OK)
+            st = em_unary(EM_UNARY_tanh, t, &u);
+        if (st == EM_OK)
+            st = em_matmul(u, y, &v);
+        em_array_release(t);
+        em_array_release(u);
+        em_array_release(acc);
+        acc = NULL;
+        if (st == EM_OK) {
+            em_array *m = NULL;
+            st = em_reduce(EM_REDUCE_max, v, &axis, 1, true, &m);
+            if (st == EM_OK)
+                st = em_binary(EM_BINARY_subtract, v, m, &acc);
+            em_array_release(m);
+        }
+        em_array_release(v);
+    }
+    *out = acc;
+    return st;
+}
+
+static void *thread_main(void *arg) {
+    thread_case *c = arg;
+    em_stream *s = NULL;
+    c->status = em_stream_new(NULL, &s);
+    for (int it = 0; it < 20 && c->status == EM_OK; it++) {
+        em_array_release(c->result);
+        c->result = NULL;
+        c->status = chain(c->x, c->y, 4, &c->result);
+        if (c->status == EM_OK)
+            c->status = em_stream_eval(s, &c->result, 1, NULL, NULL);
+        if (c->status == EM_OK)
+            c->status = em_stream_synchronize(s);
+    }
+    if (s) {
+        em_stream_close(s);
+        em_stream_release(s);
+    }
+    return NULL;
+}
+
+static void test_threads(void) {
+    enum { NT = 4 };
+    thread_case cases[NT];
+    em_array *cpu_x[NT], *cpu_y[NT];
+    pthread_t tid[NT];
+    int64_t shape[2] = {64, 64};
+    for (int i = 0; i < NT; i++) {
+        memset(&cases[i], 0, sizeof cases[i]);
+        cpu_x[i] = random_array(EM_F64, shape, 2, false, 0);
+        cpu_y[i] = random_array(EM_F64, shape, 2, false, 0);
+        die_on(em_to_device(cpu_x[i], GPU, &cases[i].x), "to_device");
+        die_on(em_to_device(cpu_y[i], GPU, &cases[i].y), "to_device");
+    }
+    for (int i = 0; i < NT; i++)
+        pthread_create(&tid[i], NULL, thread_main, &cases[i]);
+    for (int i = 0; i < NT; i++)
+        pthread_join(tid[i], NULL);
+    for (int i = 0; i < NT; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "thread %d of %d", i, NT);
+        em_array *ref = NULL;
+        die_on(chain(cpu_x[i], cpu_y[i], 4, &ref), "chain");
+        double w = cases[i].status == EM_OK && ref && cases[i].result
+                       ? compare_norm(ref, cases[i].result, 1e-12)
+                       : INFINITY;
+        if (cases[i].status != EM_OK)
+            printf("  %s: status %d\n", what, (int)cases[i].status);
+        record("threads", what, w <= 1, w);
+        em_array *arr[] = {ref,        cases[i].result, cases[i].x,
+                           cases[i].y, cpu_x[i],        cpu_y[i]};
+        for (int k = 0; k < 6; k++)
+            em_array_release(arr[k]);
+    }
+}
+
 /* ---- scans ------------------------------------------------------------------ */
 
 static void test_scan(void) {
@@ -1079,6 +1176,7 @@ int main(void) {
     test_random();
     test_index();
     test_scan();
+    test_threads();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
     em_memory_get_device_stats(GPU, &ms);
