@@ -5,9 +5,10 @@
 # nothing to do.
 set -euo pipefail
 
-# clang + libclang-rt-14-dev: the libFuzzer targets (test/fuzz); valgrind: memcheck of the C tests.
+# clang + libclang-rt-14-dev: the libFuzzer targets (test/fuzz); valgrind: memcheck of the C tests;
+# python3-sklearn: the 8x8 digits data set of examples/mlp_digits.exs.
 packages=(build-essential elixir erlang-dev libopenblas-dev liblapacke-dev python3-numpy
-          clang libclang-rt-14-dev valgrind)
+          clang libclang-rt-14-dev valgrind python3-sklearn)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -58,6 +58,20 @@ defmodule Emily.Compiler do
   otherwise). The cache is an ETS table shared by all processes: a jitted
   function may be called from any process.
 
+  ## Gradients
+
+  `grad/2`, `value_and_grad/2` and `stop_gradient/1` (implemented in
+  `Emily.Compiler.Autodiff`) build the backward pass as more lazy nodes, so
+  they compose with `jit/2`: `jit(value_and_grad(loss))` traces forward
+  and backward passes once and replays both in one call. (The other order,
+  differentiating a jitted function, is not supported: a replayed program's
+  fused and loop nodes have no gradient rules.)
+
+      iex> step = Emily.Compiler.jit(Emily.Compiler.value_and_grad(fn x -> Emily.Tensor.sum(Emily.Tensor.exp(x)) end))
+      iex> {_value, g} = step.(Emily.Tensor.tensor([0.0, 0.0]))
+      iex> Emily.Tensor.to_list(g)
+      [1.0, 1.0]
+
   ## Telemetry
 
   `[:emily, :compiler, :trace]` is emitted for each trace, and each replay
@@ -70,6 +84,15 @@ defmodule Emily.Compiler do
   @table Emily.Compiler.Cache
   @tracing {__MODULE__, :tracing}
   @max_arity 12
+
+  # ---- gradients (Emily.Compiler.Autodiff) -----------------------------------
+
+  @doc "See `Emily.Compiler.Autodiff.value_and_grad/2`."
+  defdelegate value_and_grad(fun, opts \\ []), to: Emily.Compiler.Autodiff
+  @doc "See `Emily.Compiler.Autodiff.grad/2`."
+  defdelegate grad(fun, opts \\ []), to: Emily.Compiler.Autodiff
+  @doc "See `Emily.Compiler.Autodiff.stop_gradient/1`."
+  defdelegate stop_gradient(container), to: Emily.Compiler.Autodiff
 
   # ---- jit -------------------------------------------------------------------
 

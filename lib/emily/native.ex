@@ -537,4 +537,17 @@ defmodule Emily.Native do
 
   @doc "A lazy loop over the `state` tensors with `cond` and `body` programs: the final state."
   def while_loop(_cond, _body, _state), do: nif_error()
+  # ---- autodiff ----
+
+  @doc "A fresh node equal to `tensor`: a differentiated input of `vjp/3`."
+  def identity(_tensor), do: nif_error()
+
+  @doc "`tensor` unchanged, but no gradient flows through it."
+  def stop_gradient(_tensor), do: nif_error()
+
+  @doc """
+  Gradients (lazy) of `sum(outputs[k] * cotangents[k])` with respect to each
+  tensor of `wrt` (`identity/1` wrappers made before the outputs).
+  """
+  def vjp(_outputs, _cotangents, _wrt), do: nif_error()
 end

@@ -40,10 +40,10 @@ typedef struct heap_t {
 } heap_t;
 
 #define HEAP_INIT                                                              \
-    {.lock = PTHREAD_MUTEX_INITIALIZER, .cache_cap = DEFAULT_CACHE_CAP}
-static heap_t heaps[1 + EM_DEVICE_MAX_GPUS] = {
-    HEAP_INIT, HEAP_INIT, HEAP_INIT, HEAP_INIT, HEAP_INIT,
-    HEAP_INIT, HEAP_INIT, HEAP_INIT, HEAP_INIT};
+    { .lock = PTHREAD_MUTEX_INITIALIZER, .cache_cap = DEFAULT_CACHE_CAP }
+static heap_t heaps[1 + EM_DEVICE_MAX_GPUS] = {HEAP_INIT, HEAP_INIT, HEAP_INIT,
+                                               HEAP_INIT, HEAP_INIT, HEAP_INIT,
+                                               HEAP_INIT, HEAP_INIT, HEAP_INIT};
 #define heap (heaps[0])
 
 /* Size class index and its rounded capacity for a request of n bytes. */

@@ -431,8 +431,7 @@ em_status em_read(em_array *a, void *dst, size_t nbytes) {
 
 static bool can_donate(const em_array *node, const em_array *in) {
     const em_buffer *b = in->buffer;
-    return b && b->device == node->device &&
-           atomic_load(&in->refcount) == 1 &&
+    return b && b->device == node->device && atomic_load(&in->refcount) == 1 &&
            atomic_load(&((em_buffer *)b)->refcount) == 1 &&
            !atomic_load(&((em_buffer *)b)->pinned) && b->capacity != 0 &&
            in->row_contiguous && in->offset == 0 && in->size == node->size &&

@@ -200,7 +200,8 @@ static em_status transfer_eval(em_array *node) {
     return rc ? em__gpu_fail(api, rc, "to_device") : EM_OK;
 }
 
-static const em_prim transfer_prim = {"to_device", transfer_eval,
+/* No gradient rule yet: differentiating through a transfer is future work. */
+static const em_prim transfer_prim = {"to_device", transfer_eval, NULL,
                                       transfer_eval};
 
 em_status em_to_device(em_array *a, em_device device, em_array **out) {

@@ -204,8 +204,8 @@ static em_status run_node(em_array *node) {
     else if (node->prim->gpu_eval)
         st = node->prim->gpu_eval(node);
     else
-        st = em__fail(EM_ERR_UNSUPPORTED,
-                      "%s: not implemented on the GPU yet", node->prim->name);
+        st = em__fail(EM_ERR_UNSUPPORTED, "%s: not implemented on the GPU yet",
+                      node->prim->name);
     if (st == EM_OK) {
         finish_node(node);
     } else {
@@ -220,7 +220,7 @@ static em_status run_node(em_array *node) {
 }
 
 em_status em__topo_order(em_array *const *roots, size_t n, em_array ***out,
-                          size_t *len) {
+                         size_t *len) {
     node_list order = {0};
     em_status st = topo_order(roots, n, &order);
     if (st != EM_OK) {

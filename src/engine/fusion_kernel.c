@@ -443,4 +443,4 @@ static em_status fused_eval(em_array *node) {
     return EM_OK;
 }
 
-const em_prim em__fused_prim = {"fused", fused_eval};
+const em_prim em__fused_prim = {"fused", fused_eval, NULL};

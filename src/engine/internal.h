@@ -74,7 +74,15 @@ void em__buffer_release(em_buffer *b);
 /* Primitives and nodes                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* Primitives without a GPU kernel are written {"name", eval} and leave
+/* A reverse-mode rule (src/engine/autodiff/): given the node's cotangent
+ * (its shape and dtype), build with the ordinary op builders the cotangent
+ * of every input i with needs[i] set, as a new reference in
+ * input_cotangents[i] (left NULL: a zero cotangent). Nothing is evaluated.
+ * The node's inputs, params and output may be used. */
+typedef em_status (*em_vjp_fn)(em_array *node, em_array *cotangent,
+                               const bool *needs, em_array **input_cotangents);
+
+/* Primitives without a GPU kernel are written {"name", eval, vjp} and leave
  * gpu_eval NULL on purpose: that is the documented "CPU only" marker, not a
  * forgotten field. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -83,7 +91,10 @@ typedef struct em_prim {
     const char *name;
     /* Compute node->buffer from its (evaluated) inputs. */
     em_status (*eval)(em_array *node);
-    /* The same for a node on a GPU; NULL: the op has no GPU kernel yet
+    /* NULL: no gradient rule (an error when a float gradient must flow
+     * through the node). */
+    em_vjp_fn vjp;
+    /* The eval for a node on a GPU; NULL: the op has no GPU kernel yet
      * (building it on a GPU fails). Views that only share their input's
      * buffer use their `eval` here too. */
     em_status (*gpu_eval)(em_array *node);
@@ -110,8 +121,8 @@ struct em_array {
     em_buffer *buffer;   /* NULL until evaluated */
     const em_prim *prim; /* NULL for arrays created with data */
     int ninputs;
-    em_array **inputs; /* owned references; freed on detach */
-    void *params;      /* primitive parameters (plain bytes, freed) */
+    em_array **inputs;  /* owned references; freed on detach */
+    void *params;       /* primitive parameters (plain bytes, freed) */
     size_t params_size; /* bytes at params: clones and CSE compare them */
     /* Creation order (a process-wide counter): tells a node built inside a
      * traced or differentiated function from one that existed before. */
@@ -225,6 +236,44 @@ em_status em__topo_order(em_array *const *roots, size_t n, em_array ***out,
  * copy, each input retained, *n their count. *n is -1 (and *out NULL) when
  * the node is evaluated already. */
 em_status em__node_inputs(em_array *node, em_array ***out, int *n);
+
+/* ------------------------------------------------------------------------ */
+/* Reverse-mode rules (src/engine/autodiff/), set in the prims of ops/       */
+/* ------------------------------------------------------------------------ */
+
+em_status em__vjp_unary(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_binary(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_select(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_clip(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_reduce(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_as_type(em_array *, em_array *, const bool *, em_array **);
+/* reshape, squeeze, expand_dims: the cotangent reshaped back */
+em_status em__vjp_reshape(em_array *, em_array *, const bool *, em_array **);
+/* contiguous, identity: the cotangent itself */
+em_status em__vjp_identity(em_array *, em_array *, const bool *, em_array **);
+/* stop_gradient: no cotangent */
+em_status em__vjp_zero(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_broadcast(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_transpose(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_slice(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_reverse(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_dot(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_gather(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_take(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_take_along(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_indexed(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_put_slice(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_concatenate(em_array *, em_array *, const bool *,
+                              em_array **);
+em_status em__vjp_pad(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_dynamic_slice(em_array *, em_array *, const bool *,
+                                em_array **);
+em_status em__vjp_dynamic_put_slice(em_array *, em_array *, const bool *,
+                                    em_array **);
+em_status em__vjp_scan(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_sort(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_window(em_array *, em_array *, const bool *, em_array **);
+em_status em__vjp_conv(em_array *, em_array *, const bool *, em_array **);
 
 /* ------------------------------------------------------------------------ */
 /* Layout helpers for kernels                                                */

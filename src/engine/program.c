@@ -35,7 +35,7 @@ static em_status placeholder_eval(em_array *node) {
                     em__describe(node, &d));
 }
 
-static const em_prim placeholder_prim = {"placeholder", placeholder_eval};
+static const em_prim placeholder_prim = {"placeholder", placeholder_eval, NULL};
 
 em_status em_placeholder(em_dtype dtype, const int64_t *shape, int ndim,
                          em_array **out) {
@@ -458,7 +458,7 @@ static em_status relayout_eval(em_array *node) {
     return st;
 }
 
-static const em_prim relayout_prim = {"program_input", relayout_eval};
+static const em_prim relayout_prim = {"program_input", relayout_eval, NULL};
 
 static bool same_shape(const em_array *a, const em_array *b) {
     if (a->ndim != b->ndim)

@@ -108,14 +108,14 @@ done:
     return st;
 }
 
-static const em_prim while_prim = {"while", while_eval};
+static const em_prim while_prim = {"while", while_eval, NULL};
 
 static em_status part_eval(em_array *node) {
     em__share_buffer(node, node->inputs[0]);
     return EM_OK;
 }
 
-static const em_prim part_prim = {"while_part", part_eval};
+static const em_prim part_prim = {"while_part", part_eval, NULL};
 
 static bool same_signature(const em_array *a, em_dtype dtype,
                            const int64_t *shape, int ndim) {

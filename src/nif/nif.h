@@ -230,7 +230,10 @@ void nif_leave(void);
     F(scan, 4)          /* nif_scan.c */                                       \
     F(window_reduce, 7) /* nif_window.c */                                     \
     F(window_scatter, 8)                                                       \
-    F(conv, 9) /* nif_conv.c */                                               \
+    F(conv, 9) /* nif_conv.c */                                                 \
+    F(identity, 1) /* nif_autodiff.c */                                        \
+    F(stop_gradient, 1)                                                        \
+    F(vjp, 3)                                                                  \
     F(to_device, 2) /* nif_device.c */                                         \
     F(array_device, 1)                                                         \
     F(device_available, 1)                                                     \

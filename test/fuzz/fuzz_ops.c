@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "emily.h"
+#include "emily_autodiff.h"
 #include "emily_pad.h"
 #include "emily_sort.h"
 
@@ -145,7 +146,7 @@ static void run_op(pool *p, reader *r) {
         s3[i] = dim(r);
         ax[i] = axis(r);
     }
-    switch (u8(r) % 34) {
+    switch (u8(r) % 37) {
     case 0:
         st = em_unary((em_unary_op)(u8(r) % (EM_UNARY_COUNT + 1)), a, &out);
         break;
@@ -290,6 +291,15 @@ static void run_op(pool *p, reader *r) {
         break;
     case 33:
         st = em_dynamic_put_slice(a, b, c, &out);
+        break;
+    case 34:
+        st = em_identity(a, &out);
+        break;
+    case 35:
+        st = em_stop_gradient(a, &out);
+        break;
+    case 36: /* gradient of a random graph with respect to any node */
+        st = em_vjp(&a, &b, 1, &c, 1, &out);
         break;
     }
     keep(p, st, out);

@@ -17,6 +17,7 @@
  * unsigned type through a cache-blocked loop split over columns.
  */
 #include "internal.h"
+#include "params.h"
 
 #include "emily_conv.h"
 
@@ -36,12 +37,6 @@
                         : (uint64_t)0, int64_t                                 \
                         : (uint64_t)0, default                                 \
                         : (C)0))
-
-typedef struct conv_params {
-    int64_t strides[EM_MAX_NDIM], low[EM_MAX_NDIM], idil[EM_MAX_NDIM],
-        kdil[EM_MAX_NDIM];
-    int64_t fgroups, bgroups;
-} conv_params;
 
 /* Geometry of one evaluation, with at least one spatial axis (a 0-d
  * spatial problem becomes one axis of size 1). */
@@ -381,7 +376,7 @@ static em_status conv_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim conv_prim = {"conv", conv_eval};
+static const em_prim conv_prim = {"conv", conv_eval, em__vjp_conv};
 
 em_status em_conv(em_array *input, em_array *kernel,
                   const em_conv_options *opts, em_array **out) {

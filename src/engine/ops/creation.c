@@ -14,7 +14,6 @@ static em_status null_argument(const char *op, em_array **out) {
 
 /* ---- iota --------------------------------------------------------------- */
 
-
 typedef struct iota_job {
     void *dst;
     int64_t dim;   /* size of the counting axis */
@@ -63,7 +62,7 @@ static em_status iota_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim iota_prim = {"iota", iota_eval, em__gpu_iota_eval};
+static const em_prim iota_prim = {"iota", iota_eval, NULL, em__gpu_iota_eval};
 
 em_status em_iota(const int64_t *shape, int ndim, int axis, em_dtype dtype,
                   em_array **out) {
@@ -142,7 +141,7 @@ static em_status eye_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim eye_prim = {"eye", eye_eval};
+static const em_prim eye_prim = {"eye", eye_eval, NULL};
 
 em_status em_eye(const int64_t *shape, int ndim, int64_t k, em_dtype dtype,
                  em_array **out) {

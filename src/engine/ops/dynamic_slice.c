@@ -10,6 +10,7 @@
  */
 #include "copy.h"
 #include "emily_pad.h"
+#include "params.h"
 
 /* ---- reading the starts -------------------------------------------------- */
 
@@ -53,11 +54,6 @@ static em_status check_starts(const char *op, const em_array *a,
 
 /* ---- dynamic_slice ------------------------------------------------------- */
 
-typedef struct dslice_params {
-    int64_t sizes[EM_MAX_NDIM];
-    int64_t strides[EM_MAX_NDIM];
-} dslice_params;
-
 static em_status dslice_eval(em_array *node) {
     em_status st = em__alloc_output(node, NULL, 0);
     if (st != EM_OK || node->size == 0)
@@ -78,7 +74,8 @@ static em_status dslice_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim dslice_prim = {"dynamic_slice", dslice_eval};
+static const em_prim dslice_prim = {"dynamic_slice", dslice_eval,
+                                    em__vjp_dynamic_slice};
 
 em_status em_dynamic_slice(em_array *a, em_array *starts, const int64_t *sizes,
                            const int64_t *strides, em_array **out) {
@@ -137,7 +134,8 @@ static em_status dput_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim dput_prim = {"dynamic_put_slice", dput_eval};
+static const em_prim dput_prim = {"dynamic_put_slice", dput_eval,
+                                  em__vjp_dynamic_put_slice};
 
 em_status em_dynamic_put_slice(em_array *a, em_array *starts, em_array *update,
                                em_array **out) {

@@ -664,7 +664,7 @@ static em_status fft_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim fft_prim = {"fft", fft_eval};
+static const em_prim fft_prim = {"fft", fft_eval, NULL};
 
 em_status em_fft(em_array *a, int axis, int64_t n, em_fft_mode mode, double eps,
                  em_array **out) {

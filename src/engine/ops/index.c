@@ -235,7 +235,6 @@ static void inner_plan(rows_job *job, const em_array *a, unsigned keep) {
 
 /* ---- gather ------------------------------------------------------------- */
 
-
 /* Normalise the axes that the last dimension of `indices` addresses:
  * naxes == 0 means the leading k axes. Order matters (entry j of an index
  * row addresses axes[j]), so the list is kept, not turned into a mask. */
@@ -327,7 +326,7 @@ static em_status gather_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim gather_prim = {"gather", gather_eval,
+static const em_prim gather_prim = {"gather", gather_eval, em__vjp_gather,
                                     em__gpu_gather_eval};
 
 em_status em_gather(em_array *a, em_array *indices, const int *axes, int naxes,
@@ -371,7 +370,6 @@ em_status em_gather(em_array *a, em_array *indices, const int *axes, int naxes,
 
 /* ---- take --------------------------------------------------------------- */
 
-
 static em_status take_eval(em_array *node) {
     em_status st = em__alloc_output(node, NULL, 0);
     if (st != EM_OK || node->size == 0)
@@ -400,7 +398,8 @@ static em_status take_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim take_prim = {"take", take_eval, em__gpu_take_eval};
+static const em_prim take_prim = {"take", take_eval, em__vjp_take,
+                                  em__gpu_take_eval};
 
 em_status em_take(em_array *a, em_array *indices, int axis, em_array **out) {
     if (!a || !indices || !out)
@@ -517,8 +516,9 @@ static em_status take_along_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim take_along_prim = {
-    "take_along_axis", take_along_eval, em__gpu_take_along_eval};
+static const em_prim take_along_prim = {"take_along_axis", take_along_eval,
+                                        em__vjp_take_along,
+                                        em__gpu_take_along_eval};
 
 em_status em_take_along_axis(em_array *a, em_array *indices, int axis,
                              em_array **out) {
@@ -622,12 +622,6 @@ EM_INDEX_WORDS(EM_DEFINE_PUT)
     }
 EM_DTYPES_ALL(EM_DEFINE_ADD)
 #undef EM_DEFINE_ADD
-
-typedef struct scatter_params {
-    int naxes;
-    int axes[EM_MAX_NDIM];
-    bool add;
-} scatter_params;
 
 static em_status scatter_eval(em_array *node) {
     em_array *a = node->inputs[0];
@@ -740,8 +734,10 @@ static em_status scatter_eval(em_array *node) {
     return fn ? EM_OK : em__fail(EM_ERR_RUNTIME, "%s: unknown dtype", op);
 }
 
-static const em_prim indexed_add_prim = {"indexed_add", scatter_eval};
-static const em_prim indexed_put_prim = {"indexed_put", scatter_eval};
+static const em_prim indexed_add_prim = {"indexed_add", scatter_eval,
+                                         em__vjp_indexed};
+static const em_prim indexed_put_prim = {"indexed_put", scatter_eval,
+                                         em__vjp_indexed};
 
 static em_status indexed_update(const char *op, const em_prim *prim, bool add,
                                 em_array *a, em_array *indices,
@@ -833,7 +829,7 @@ static em_status in_range_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim in_range_prim = {"indices_in_range", in_range_eval};
+static const em_prim in_range_prim = {"indices_in_range", in_range_eval, NULL};
 
 em_status em_indices_in_range(em_array *indices, int64_t bound,
                               em_array **out) {

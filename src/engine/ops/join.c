@@ -2,6 +2,7 @@
  * concatenate. Both write their inputs into regions of a row-major output
  * with the shared strided copy. */
 #include "copy.h"
+#include "params.h"
 
 #include <limits.h>
 
@@ -12,10 +13,6 @@ static em_status null_argument(const char *op, em_array **out) {
 }
 
 /* ---- put_slice ---------------------------------------------------------- */
-
-typedef struct put_slice_params {
-    int64_t start[EM_MAX_NDIM];
-} put_slice_params;
 
 static em_status put_slice_eval(em_array *node) {
     em_array *a = node->inputs[0], *update = node->inputs[1];
@@ -41,7 +38,8 @@ static em_status put_slice_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim put_slice_prim = {"put_slice", put_slice_eval};
+static const em_prim put_slice_prim = {"put_slice", put_slice_eval,
+                                       em__vjp_put_slice};
 
 em_status em_put_slice(em_array *a, const int64_t *start, em_array *update,
                        em_array **out) {
@@ -80,10 +78,6 @@ em_status em_put_slice(em_array *a, const int64_t *start, em_array *update,
 
 /* ---- concatenate -------------------------------------------------------- */
 
-typedef struct concat_params {
-    int axis;
-} concat_params;
-
 static em_status concat_eval(em_array *node) {
     em_status st = em__alloc_output(node, NULL, 0);
     if (st != EM_OK || node->size == 0)
@@ -103,7 +97,8 @@ static em_status concat_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim concat_prim = {"concatenate", concat_eval};
+static const em_prim concat_prim = {"concatenate", concat_eval,
+                                    em__vjp_concatenate};
 
 em_status em_concatenate(em_array *const *arrays, size_t n, int axis,
                          em_array **out) {

@@ -434,7 +434,7 @@ static em_status linalg_eval(em_array *node) {
     return st;
 }
 
-static const em_prim linalg_prim = {"linalg", linalg_eval};
+static const em_prim linalg_prim = {"linalg", linalg_eval, NULL};
 
 /* ------------------------------------------------------------------------ */
 /* Building nodes                                                            */
@@ -502,7 +502,7 @@ static em_status part_eval(em_array *node) {
     em__share_buffer(node, node->inputs[0]);
     return EM_OK;
 }
-static const em_prim part_prim = {"linalg_part", part_eval};
+static const em_prim part_prim = {"linalg_part", part_eval, NULL};
 
 /* A view of one part of a packed node: for every matrix of the batch, the
  * `rows` x `cols` (cols < 0: a vector of `rows`) block at element `offset`

@@ -10,13 +10,9 @@
  */
 #include "copy.h"
 #include "emily_pad.h"
+#include "params.h"
 
 #include <limits.h>
-
-typedef struct pad_params {
-    int64_t low[EM_MAX_NDIM];
-    int64_t interior[EM_MAX_NDIM];
-} pad_params;
 
 static em_status pad_eval(em_array *node) {
     em_status st = em__alloc_output(node, NULL, 0);
@@ -59,7 +55,7 @@ static em_status pad_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim pad_prim = {"pad", pad_eval};
+static const em_prim pad_prim = {"pad", pad_eval, em__vjp_pad};
 
 em_status em_pad(em_array *a, em_array *value, const int64_t *low,
                  const int64_t *high, const int64_t *interior, em_array **out) {

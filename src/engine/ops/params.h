@@ -1,21 +1,19 @@
 /*
- * params.h — node parameters of the primitives that have GPU kernels, so
- * that the CPU eval (in the op's file) and the GPU eval (src/engine/gpu.c)
- * read one definition.
+ * params.h — the parameter blocks (node->params) of the primitives whose
+ * reverse-mode rules need them (src/engine/autodiff/). The op family's source
+ * file writes them when it builds a node; the vjp rules read them back, so
+ * they are declared once, here.
  */
 #ifndef EMILY_OPS_PARAMS_H
 #define EMILY_OPS_PARAMS_H
 
 #include "internal.h"
 
+/* unary, binary: the op number (int). */
+
 typedef struct iota_params {
     int axis;
 } iota_params;
-
-typedef struct reduce_params {
-    em_reduce_op op;
-    unsigned mask; /* reduced axes of the input */
-} reduce_params;
 
 typedef struct argreduce_params {
     em_argreduce_op op;
@@ -23,21 +21,10 @@ typedef struct argreduce_params {
     unsigned mask;
 } argreduce_params;
 
-typedef struct gather_params {
-    int naxes;
-    int axes[EM_MAX_NDIM];
-} gather_params;
-
-/* take and take_along_axis */
-typedef struct axis_params {
-    int axis;
-} axis_params;
-
-typedef struct scan_params {
-    int op; /* em_scan_op */
-    int axis;
-    bool reverse;
-} scan_params;
+typedef struct reduce_params {
+    em_reduce_op op;
+    unsigned mask; /* reduced axes of the input */
+} reduce_params;
 
 typedef struct dot_params {
     int nbatch, nm, nk, nn;
@@ -47,5 +34,82 @@ typedef struct dot_params {
     int k_a[EM_MAX_NDIM], k_b[EM_MAX_NDIM];         /* contracted pairs */
     int n_axes[EM_MAX_NDIM];                        /* b's free axes */
 } dot_params;
+
+/* Views: what the strides fixed at build time no longer tell. */
+typedef struct transpose_params {
+    int perm[EM_MAX_NDIM]; /* output axis i is input axis perm[i] */
+} transpose_params;
+
+typedef struct slice_params {
+    int64_t start[EM_MAX_NDIM];
+    int64_t step[EM_MAX_NDIM];
+} slice_params;
+
+typedef struct reverse_params {
+    unsigned mask; /* reversed axes */
+} reverse_params;
+
+typedef struct gather_params {
+    int naxes;
+    int axes[EM_MAX_NDIM];
+} gather_params;
+
+/* take, take_along_axis */
+typedef struct axis_params {
+    int axis;
+} axis_params;
+
+/* indexed_add, indexed_put */
+typedef struct scatter_params {
+    int naxes;
+    int axes[EM_MAX_NDIM];
+    bool add;
+} scatter_params;
+
+typedef struct put_slice_params {
+    int64_t start[EM_MAX_NDIM];
+} put_slice_params;
+
+typedef struct concat_params {
+    int axis;
+} concat_params;
+
+typedef struct pad_params {
+    int64_t low[EM_MAX_NDIM];
+    int64_t interior[EM_MAX_NDIM];
+} pad_params;
+
+typedef struct dslice_params {
+    int64_t sizes[EM_MAX_NDIM];
+    int64_t strides[EM_MAX_NDIM];
+} dslice_params;
+
+typedef struct scan_params {
+    int op; /* em_scan_op */
+    int axis;
+    bool reverse;
+} scan_params;
+
+typedef struct sort_params {
+    int axis; /* normalised */
+    bool descending;
+    bool indices; /* argsort */
+} sort_params;
+
+/* window_reduce, window_scatter */
+typedef struct win_params {
+    int op; /* em_window_op, or the select direction for scatter */
+    int64_t window[EM_MAX_NDIM];
+    int64_t strides[EM_MAX_NDIM];
+    int64_t dil[EM_MAX_NDIM];
+    int64_t low[EM_MAX_NDIM];
+} win_params;
+
+/* conv: per spatial axis (the high padding follows from the shapes) */
+typedef struct conv_params {
+    int64_t strides[EM_MAX_NDIM], low[EM_MAX_NDIM], idil[EM_MAX_NDIM],
+        kdil[EM_MAX_NDIM];
+    int64_t fgroups, bgroups;
+} conv_params;
 
 #endif

@@ -101,7 +101,7 @@ static em_status bits_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim bits_prim = {"random_bits", bits_eval,
+static const em_prim bits_prim = {"random_bits", bits_eval, NULL,
                                   em__gpu_random_bits_eval};
 
 em_status em_random_bits(em_array *key, const int64_t *shape, int ndim,
@@ -171,7 +171,7 @@ static em_status pairs_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim pairs_prim = {"threefry2x32", pairs_eval,
+static const em_prim pairs_prim = {"threefry2x32", pairs_eval, NULL,
                                    em__gpu_threefry_eval};
 
 em_status em_threefry2x32(em_array *key, em_array *counters, em_array **out) {
@@ -280,7 +280,7 @@ static em_status erfinv_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim erfinv_prim = {"random_erf_inv", erfinv_eval};
+static const em_prim erfinv_prim = {"random_erf_inv", erfinv_eval, NULL};
 
 em_status em_random_erf_inv(em_array *a, em_array **out) {
     if (!out)

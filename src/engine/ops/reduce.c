@@ -530,7 +530,6 @@ static void reduce_run(reduce_job *j, int64_t nunits) {
     em__parallel_units(nunits, work, reduce_units_task, j);
 }
 
-
 static em_status reduce_eval(em_array *node) {
     const reduce_params *p = node->params;
     const em_array *in = node->inputs[0];
@@ -598,7 +597,7 @@ static em_status reduce_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim reduce_prim = {"reduce", reduce_eval,
+static const em_prim reduce_prim = {"reduce", reduce_eval, em__vjp_reduce,
                                     em__gpu_reduce_eval};
 
 const char *em_reduce_name(em_reduce_op op) {
@@ -761,7 +760,6 @@ static void store_index(void *out, em_dtype dtype, int64_t pos, int64_t v) {
     }
 }
 
-
 typedef struct arg_job {
     const arg_kernel *k;
     bool tie_high;
@@ -887,7 +885,7 @@ static em_status argreduce_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim argreduce_prim = {"argreduce", argreduce_eval,
+static const em_prim argreduce_prim = {"argreduce", argreduce_eval, NULL,
                                        em__gpu_argreduce_eval};
 
 /* Largest index representable in an integer dtype. */

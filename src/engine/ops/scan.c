@@ -157,7 +157,6 @@ static const char *const scan_names[EM_SCAN_COUNT] = {
 /* Driver                                                                    */
 /* ------------------------------------------------------------------------ */
 
-
 /* Lanes of the vector axis handled by one unit. */
 #define SCAN_CHUNK 2048
 /* Lanes at least this long may be cut into blocks when there are few. */
@@ -323,7 +322,8 @@ static em_status scan_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim scan_prim = {"scan", scan_eval, em__gpu_scan_eval};
+static const em_prim scan_prim = {"scan", scan_eval, em__vjp_scan,
+                                  em__gpu_scan_eval};
 
 em_status em_scan(em_scan_op op, em_array *a, int axis, bool reverse,
                   em_array **out) {

@@ -10,6 +10,7 @@
  * returns a new reference to the input instead of a node.
  */
 #include "copy.h"
+#include "params.h"
 
 #include <stdlib.h>
 
@@ -30,17 +31,24 @@ static em_status copy_eval(em_array *node) {
 
 /* Views share their input's buffer on any device; copies have a GPU
  * kernel (the same-dtype cast). */
-static const em_prim reshape_view_prim = {"reshape", view_eval, view_eval};
-static const em_prim reshape_copy_prim = {"reshape", copy_eval,
+static const em_prim reshape_view_prim = {"reshape", view_eval, em__vjp_reshape,
+                                          view_eval};
+static const em_prim reshape_copy_prim = {"reshape", copy_eval, em__vjp_reshape,
                                           em__gpu_cast_eval};
-static const em_prim transpose_prim = {"transpose", view_eval, view_eval};
-static const em_prim broadcast_prim = {"broadcast_to", view_eval, view_eval};
-static const em_prim squeeze_prim = {"squeeze", view_eval, view_eval};
-static const em_prim expand_dims_prim = {"expand_dims", view_eval, view_eval};
-static const em_prim slice_prim = {"slice", view_eval, view_eval};
-static const em_prim reverse_prim = {"reverse", view_eval, view_eval};
+static const em_prim transpose_prim = {"transpose", view_eval,
+                                       em__vjp_transpose, view_eval};
+static const em_prim broadcast_prim = {"broadcast_to", view_eval,
+                                       em__vjp_broadcast, view_eval};
+static const em_prim squeeze_prim = {"squeeze", view_eval, em__vjp_reshape,
+                                     view_eval};
+static const em_prim expand_dims_prim = {"expand_dims", view_eval,
+                                         em__vjp_reshape, view_eval};
+static const em_prim slice_prim = {"slice", view_eval, em__vjp_slice,
+                                   view_eval};
+static const em_prim reverse_prim = {"reverse", view_eval, em__vjp_reverse,
+                                     view_eval};
 static const em_prim contiguous_prim = {"contiguous", copy_eval,
-                                        em__gpu_cast_eval};
+                                        em__vjp_identity, em__gpu_cast_eval};
 
 static em_status null_argument(const char *op, em_array **out) {
     if (out)
@@ -72,6 +80,18 @@ static em_status make_view(const em_prim *prim, em_array *a,
         memcpy(node->strides, strides, sizeof(int64_t) * (size_t)ndim);
     *out = node;
     return EM_OK;
+}
+
+/* Record a view's parameters (for its gradient rule) once make_view built
+ * it; on failure the node is released. */
+static em_status with_params(em_status st, const void *params, size_t size,
+                             em_array **out) {
+    if (st == EM_OK &&
+        (st = em__node_set_params(*out, params, size)) != EM_OK) {
+        em_array_release(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 static bool same_shape(const int64_t *a, const int64_t *b, int ndim) {
@@ -217,7 +237,13 @@ em_status em_transpose(em_array *a, const int *perm, int ndim, em_array **out) {
     }
     if (identity)
         return same_array(a, out);
-    return make_view(&transpose_prim, a, shape, ndim, strides, a->offset, out);
+    transpose_params p;
+    memset(&p, 0, sizeof p);
+    for (int i = 0; i < ndim; i++)
+        p.perm[i] = perm[i] < 0 ? perm[i] + ndim : perm[i];
+    return with_params(
+        make_view(&transpose_prim, a, shape, ndim, strides, a->offset, out), &p,
+        sizeof p, out);
 }
 
 /* ---- broadcast_to ------------------------------------------------------- */
@@ -358,7 +384,15 @@ em_status em_slice(em_array *a, const int64_t *start, const int64_t *stop,
     }
     if (whole)
         return same_array(a, out);
-    return make_view(&slice_prim, a, shape, a->ndim, view_strides, offset, out);
+    slice_params p;
+    memset(&p, 0, sizeof p);
+    for (int i = 0; i < a->ndim; i++) {
+        p.start[i] = start[i];
+        p.step[i] = strides ? strides[i] : 1;
+    }
+    return with_params(
+        make_view(&slice_prim, a, shape, a->ndim, view_strides, offset, out),
+        &p, sizeof p, out);
 }
 
 /* ---- reverse ------------------------------------------------------------ */
@@ -385,7 +419,10 @@ em_status em_reverse(em_array *a, const int *axes, int naxes, em_array **out) {
     }
     if (!changed || a->size == 0)
         return same_array(a, out);
-    return make_view(&reverse_prim, a, a->shape, a->ndim, strides, offset, out);
+    reverse_params p = {mask};
+    return with_params(
+        make_view(&reverse_prim, a, a->shape, a->ndim, strides, offset, out),
+        &p, sizeof p, out);
 }
 
 /* ---- contiguous --------------------------------------------------------- */

@@ -23,6 +23,7 @@
  * writes the indices.
  */
 #include "internal.h"
+#include "params.h"
 
 #include "emily_sort.h"
 
@@ -212,12 +213,6 @@ static void store_indices(void *dst, em_dtype d, int64_t dstride,
 /* The primitive                                                             */
 /* ------------------------------------------------------------------------ */
 
-typedef struct sort_params {
-    int axis; /* normalised */
-    bool descending;
-    bool indices; /* argsort */
-} sort_params;
-
 typedef struct sort_job {
     const sort_params *p;
     key_fn keys;
@@ -333,7 +328,7 @@ static em_status sort_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim sort_prim = {"sort", sort_eval};
+static const em_prim sort_prim = {"sort", sort_eval, em__vjp_sort};
 
 /* Largest index an integer dtype holds. */
 static uint64_t index_max(em_dtype d) {

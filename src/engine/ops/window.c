@@ -23,6 +23,7 @@
  */
 #include "copy.h"
 #include "emily_window.h"
+#include "params.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -30,14 +31,6 @@
 /* ------------------------------------------------------------------------ */
 /* Geometry                                                                  */
 /* ------------------------------------------------------------------------ */
-
-typedef struct win_params {
-    int op; /* em_window_op, or the select direction for scatter */
-    int64_t window[EM_MAX_NDIM];
-    int64_t strides[EM_MAX_NDIM];
-    int64_t dil[EM_MAX_NDIM];
-    int64_t low[EM_MAX_NDIM];
-} win_params;
 
 /* What a kernel needs, with rank-0 inputs turned into rank 1 of size 1. */
 typedef struct win_job {
@@ -271,7 +264,8 @@ static em_status window_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim window_prim = {"window_reduce", window_eval};
+static const em_prim window_prim = {"window_reduce", window_eval,
+                                    em__vjp_window};
 
 /* ------------------------------------------------------------------------ */
 /* Building                                                                  */
@@ -449,7 +443,7 @@ static em_status scatter_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim scatter_prim = {"window_scatter", scatter_eval};
+static const em_prim scatter_prim = {"window_scatter", scatter_eval, NULL};
 
 em_status em_window_scatter(bool select_max, em_array *a, em_array *source,
                             em_array *init_value, const em_window_options *opts,

@@ -1,0 +1,163 @@
+# One MLP training step (forward + backward + SGD update): Emily
+# (Emily.Compiler.Autodiff.value_and_grad, lazy graph then one eval) against
+# numpy's hand-written forward/backward and MLX CPU
+# (mx.compile(mx.value_and_grad(...))), in the same run.
+#
+#   mix run bench/mlp_train_bench.exs [reps]
+#
+# MLP 784-512-512-10, ReLU, softmax cross-entropy, batch 128, f32. Inputs and
+# weights are the deterministic formulas of bench/mlp_train_bench.py, so the
+# first-step losses of the three agree. Prints the median ms/step per library
+# and the ratios (> 1: Emily is faster). MLX is optional (pip install mlx
+# mlx-cpu for the python3 on PATH).
+
+alias Emily.Compiler.Autodiff
+alias Emily.Tensor, as: T
+
+reps =
+  case System.argv() do
+    [n] -> String.to_integer(n)
+    _ -> 30
+  end
+
+warmup = 5
+batch = 128
+sizes = [784, 512, 512, 10]
+lr = 0.01
+
+# sin(counter * 1.3 + seed) * scale, computed in f64 then rounded to f32.
+counter_sin = fn shape, seed, scale ->
+  n = shape |> Tuple.to_list() |> Enum.product()
+
+  T.iota({n}, type: :f64)
+  |> T.multiply(1.3)
+  |> T.add(seed)
+  |> T.sin()
+  |> T.multiply(scale)
+  |> T.as_type(:f32)
+  |> T.reshape(shape)
+end
+
+x = counter_sin.({batch, 784}, 0.0, 1.0)
+
+y =
+  T.iota({batch, 1}, type: :s32)
+  |> T.multiply(7)
+  |> T.remainder(10)
+  |> T.equal(T.iota({1, 10}, type: :s32))
+  |> T.as_type(:f32)
+
+params =
+  sizes
+  |> Enum.zip(tl(sizes))
+  |> Enum.with_index()
+  |> Enum.flat_map(fn {{fan_in, fan_out}, i} ->
+    [
+      counter_sin.({fan_in, fan_out}, 1.0 + i, :math.sqrt(2.0 / fan_in)),
+      T.broadcast(T.tensor(0.0, type: :f32), {fan_out})
+    ]
+  end)
+
+loss_fn = fn [w1, b1, w2, b2, w3, b3] ->
+  h = x |> T.dot(w1) |> T.add(b1) |> T.max(0.0)
+  h = h |> T.dot(w2) |> T.add(b2) |> T.max(0.0)
+  z = h |> T.dot(w3) |> T.add(b3)
+  log_probs = T.subtract(z, T.logsumexp(z, axes: [1], keep_axes: true))
+  log_probs |> T.multiply(y) |> T.sum(axes: [1]) |> T.mean() |> T.negate()
+end
+
+value_and_grad = Autodiff.value_and_grad(loss_fn)
+
+eval_all = fn tensors ->
+  :ok = Emily.Native.await(Emily.Native.eval(Emily.Stream.current(), Enum.map(tensors, & &1.ref)))
+end
+
+eval_all.([x, y | params])
+
+step = fn params ->
+  {loss, grads} = value_and_grad.(params)
+  params = Enum.zip_with(params, grads, fn p, g -> T.subtract(p, T.multiply(g, lr)) end)
+  eval_all.([loss | params])
+  {params, T.to_number(loss)}
+end
+
+{times, losses, _params} =
+  Enum.reduce(1..(warmup + reps), {[], [], params}, fn _, {times, losses, params} ->
+    t0 = System.monotonic_time(:microsecond)
+    {params, loss} = step.(params)
+    dt = (System.monotonic_time(:microsecond) - t0) / 1000
+    {[dt | times], [loss | losses], params}
+  end)
+
+{first_loss, last_loss} = {List.last(losses), hd(losses)}
+
+median = fn list ->
+  sorted = Enum.sort(list)
+  n = length(sorted)
+
+  if rem(n, 2) == 1,
+    do: Enum.at(sorted, div(n, 2)),
+    else: (Enum.at(sorted, div(n, 2) - 1) + Enum.at(sorted, div(n, 2))) / 2
+end
+
+emily_ms = times |> Enum.take(reps) |> median.()
+
+script = Path.join(__DIR__, "mlp_train_bench.py")
+
+# numpy/MLX run twice: BLAS on one thread, and on one thread per core. On a
+# small shared machine OpenBLAS's spinning threads can make the second far
+# slower; both are shown.
+python = fn threads, args ->
+  {json, 0} =
+    System.cmd("python3", [script, Integer.to_string(reps) | args],
+      env: [{"OPENBLAS_NUM_THREADS", threads}, {"OMP_NUM_THREADS", threads}]
+    )
+
+  # The script prints one flat JSON object; read the numbers per library.
+  for lib <- ["numpy", "mlx"], into: %{} do
+    number = "(-?[0-9.]+(?:e[+-]?[0-9]+)?)"
+    pattern = ~r/"#{lib}": \{"ms": #{number}, "first_loss": #{number}, "last_loss": #{number}\}/
+
+    case Regex.run(pattern, json) do
+      [_, ms, first, last] -> {lib, Enum.map([ms, first, last], &String.to_float/1)}
+      nil -> {lib, nil}
+    end
+  end
+end
+
+cores = System.schedulers_online()
+one_thread = python.("1", [])
+all_threads = python.(Integer.to_string(cores), ["numpy"])
+
+{cpu, 0} = System.cmd("sh", ["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"])
+
+IO.puts("""
+MLP 784-512-512-10 training step (fwd + bwd + SGD), batch 128, f32, CPU
+machine:#{String.trim_trailing(cpu)}, #{System.schedulers_online()} cores; median of #{reps} steps after #{warmup} warm-up
+""")
+
+fmt = fn x, d -> :erlang.float_to_binary(x * 1.0, decimals: d) end
+
+IO.puts(
+  String.pad_trailing("library", 37) <>
+    "ms/step   loss step 1   loss step #{warmup + reps}   ratio (lib / Emily)"
+)
+
+row = fn name, [ms, first, last] ->
+  IO.puts(
+    String.pad_trailing(name, 37) <>
+      String.pad_leading(fmt.(ms, 2), 7) <>
+      String.pad_leading(fmt.(first, 6), 14) <>
+      String.pad_leading(fmt.(last, 6), 14) <> String.pad_leading(fmt.(ms / emily_ms, 2), 12)
+  )
+end
+
+row.("Emily value_and_grad (lazy, 1 eval)", [emily_ms, first_loss, last_loss])
+
+row.("numpy hand-written, BLAS 1 thread", one_thread["numpy"])
+row.("numpy hand-written, BLAS #{cores} threads", all_threads["numpy"])
+
+case one_thread["mlx"] do
+  nil -> IO.puts("MLX: not installed (pip install mlx mlx-cpu)")
+  result -> row.("MLX CPU compile(value_and_grad)", result)
+end
