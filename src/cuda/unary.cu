@@ -30,7 +30,7 @@ template <class T> __device__ __forceinline__ T cpx_cbrt(T z) {
     return T(r * cos(t), r * sin(t));
 }
 
-// libcu++'s complex<float> tanh, asin, asinh, ... lose up to ~2e-4
+// libcu++'s complex<float> tanh, asin, asinh, log near |z| = 1 ... lose up to ~2e-4
 // relative accuracy (tanh near its poles, asin/asinh of small imaginary
 // values: measured against a float64 reference on H200, where glibc's
 // c64 functions are within 1e-7): c64 computes them in double and rounds.
@@ -123,12 +123,13 @@ un_rule(typename DT<D>::C x) {
         if constexpr (K == K_FLT)
             return log(x);
         else
-            return cuda::std::log(x);
+            return EMC_CPX_ACCURATE(log, x);
     } else if constexpr (OP == EM_UNARY_log1p) {
         if constexpr (K == K_FLT)
             return log1p(x);
-        else
-            return cuda::std::log(C(1) + x);
+        else // 1 + z formed in double too: its real part cancels near -0
+            return cpx_via_double(
+                x, [](auto w) { return cuda::std::log(decltype(w)(1) + w); });
     } else if constexpr (OP == EM_UNARY_sin) {
         if constexpr (K == K_FLT)
             return sin(x);
