@@ -15,7 +15,7 @@ WARN := -Wall -Wextra -Wno-unused-parameter
 CFLAGS_COMMON := -std=gnu11 $(OPT) -g -fPIC -fno-math-errno -fno-trapping-math $(WARN) \
                  -Iinclude -Isrc/engine -I/usr/include/x86_64-linux-gnu/openblas-pthread \
                  -pthread $(EXTRA_CFLAGS)
-LIBS := -lopenblas -llapacke -lm -pthread
+LIBS := -lopenblas -llapacke -lm -ldl -pthread
 
 ENGINE_SRC := $(sort $(wildcard src/engine/*.c src/engine/ops/*.c src/engine/autodiff/*.c))
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
@@ -25,7 +25,7 @@ TEST_SRC := $(sort $(wildcard test/c/*.c))
 
 ERL_INCLUDE ?= $(shell erl -noshell -eval 'io:format("~ts/erts-~ts/include", [code:root_dir(), erlang:system_info(version)]), halt().' 2>/dev/null)
 
-.PHONY: all nif lib test-c asan clean
+.PHONY: all nif lib test-c asan clean cuda
 all: nif lib
 
 lib: $(BUILD)/libemily.a $(BUILD)/libemily.so
@@ -65,7 +65,41 @@ asan:
 	  LIBS="$(LIBS) -fsanitize=address,undefined" build-asan/test_engine
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/test_engine
 
+# CUDA backend: libemily_cuda.so, loaded by libemily with dlopen on first GPU
+# use (never linked). Built when nvcc exists; copied next to the NIF.
+# Host code is compiled with warnings as errors (CUDA_WERROR=0 to relax).
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90
+CUDA_WERROR ?= 1
+comma := ,
+CUDA_HOST_FLAGS := -fPIC -Wall -Wextra -Wno-unused-parameter$(if $(filter 1,$(CUDA_WERROR)),$(comma)-Werror)
+NVCCFLAGS ?= -O3 -std=c++20 $(CUDA_ARCH) -Xcompiler "$(CUDA_HOST_FLAGS)" \
+             --expt-relaxed-constexpr -Iinclude -Isrc/cuda $(NVCC_EXTRA)
+CUDA_SRC := $(sort $(wildcard src/cuda/*.cu))
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+
+cuda: $(BUILD)/libemily_cuda.so priv/libemily_cuda.so
+
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh src/cuda/ewlaunch.cuh include/emily_ops.h include/emily.h src/engine/ops/threefry.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/libemily_cuda.so: $(CUDA_OBJ)
+	$(NVCC) -shared -o $@ $^ -lcublas
+
+priv/libemily_cuda.so: $(BUILD)/libemily_cuda.so
+	@mkdir -p priv
+	cp $< $@
+
+# Compares every GPU op with the CPU backend; prints "skipped: <reason>"
+# and exits 0 where no GPU, driver or plugin is available.
+$(BUILD)/test_cuda: test/cuda/test_cuda.c $(BUILD)/libemily.a
+	$(CC) $(CFLAGS_COMMON) -o $@ $< $(BUILD)/libemily.a $(LIBS)
+
+$(BUILD)/cuda_bench: bench/cuda_bench.c $(BUILD)/libemily.a
+	$(CC) $(CFLAGS_COMMON) -o $@ $< $(BUILD)/libemily.a $(LIBS)
+
 clean:
-	rm -rf build build-asan priv/emily_nif.so
+	rm -rf build build-asan priv/emily_nif.so priv/libemily_cuda.so
 
 -include $(ENGINE_OBJ:.o=.d) $(NIF_OBJ:.o=.d)

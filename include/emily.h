@@ -55,6 +55,7 @@ typedef enum em_status {
     EM_ERR_OOM = 3,      /* allocation failed or memory limit reached */
     EM_ERR_CLOSED = 4,   /* the stream was closed */
     EM_ERR_BUSY = 5,     /* the stream's queue is full */
+    EM_ERR_UNSUPPORTED = 6, /* this build or machine cannot (no GPU ...) */
 } em_status;
 
 /* Message of the last error on the calling thread ("" when none). The

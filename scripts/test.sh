@@ -2,7 +2,9 @@
 # Every test of the project, in the order a failure is cheapest to read:
 #   1. the engine and NIF build warning-free (-Werror) with gcc, and the
 #      engine with clang
-#   2. C engine tests (hand-computed values)
+#   2. C engine tests (hand-computed values); the CUDA plugin when nvcc
+#      exists, and the GPU-vs-CPU tests (they print "skipped: <reason>" on
+#      a machine without a GPU)
 #   3. numpy oracle tests of the engine (float64 reference, random inputs)
 #   4. the C engine tests again under AddressSanitizer + UBSan
 #   5. the C engine tests under valgrind memcheck (no leaks, no invalid reads)
@@ -23,6 +25,18 @@ make -s -j2 CC=clang BUILD=build/clang EXTRA_CFLAGS=-Werror build/clang/libemily
 
 echo "== C engine tests"
 build/test_engine
+
+echo "== CUDA backend (plugin build, GPU-vs-CPU tests; they skip without a GPU)"
+NVCC_BIN=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+if [ -n "$NVCC_BIN" ]; then
+  # Host code of the plugin compiles with -Werror (CUDA_WERROR=1).
+  make -s -j2 NVCC="$NVCC_BIN" CUDA_WERROR=1 cuda build/test_cuda build/cuda_bench
+  build/test_cuda
+else
+  make -s -j2 build/test_cuda
+  echo "nvcc not found: plugin not built"
+  build/test_cuda
+fi
 
 echo "== numpy oracle tests"
 EMILY_LIB=build/libemily.so /usr/bin/python3 test/oracle/run_oracle.py

@@ -43,13 +43,13 @@ defmodule Emily.Memory do
   def stats, do: stats(:cpu)
 
   @doc """
-  The counters of one device, as `stats/0`. `:cpu` is the only device of
-  this build; `:gpu` raises `ArgumentError` until the CUDA backend lands.
+  The counters of one device, as `stats/0`: `:cpu`, or `:gpu` /
+  `{:gpu, i}` when the CUDA backend is available (else `ArgumentError`).
   """
-  @spec stats(:cpu | :gpu) :: stats()
+  @spec stats(Emily.Device.t()) :: stats()
   def stats(device) do
-    check_device!("stats", device)
-    stats = Native.memory_stats()
+    index = check_device!("stats", device)
+    stats = if index == 0, do: Native.memory_stats(), else: Native.device_memory_stats(index)
     Emily.Telemetry.execute([:emily, :memory, :stats], Map.delete(stats, :limit), %{device: device})
     stats
   end
@@ -80,18 +80,6 @@ defmodule Emily.Memory do
   end
 
   defp check_device!(function, device) do
-    case device do
-      :cpu ->
-        :ok
-
-      gpu when gpu in [:gpu, :cuda] ->
-        raise ArgumentError,
-              "Emily.Memory.#{function}: device #{inspect(gpu)}: " <>
-                "the CUDA backend is not available in this build (use :cpu)"
-
-      other ->
-        raise ArgumentError,
-              "Emily.Memory.#{function}: unknown device #{inspect(other)} (expected :cpu or :gpu)"
-    end
+    Emily.Device.check!("Emily.Memory.#{function}", device)
   end
 end

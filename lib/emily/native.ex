@@ -245,6 +245,18 @@ defmodule Emily.Native do
         }
   def memory_stats, do: nif_error()
 
+  @doc "The tensor moved to a device (0: cpu, 1 + i: gpu i), lazily."
+  def to_device(_tensor, _device), do: nif_error()
+
+  @doc "The device number a tensor lives on (0: cpu, 1 + i: gpu i)."
+  def array_device(_tensor), do: nif_error()
+
+  @doc "`:ok` when a device (0: cpu, 1 + i: gpu i) is usable, else `{:error, reason}`."
+  def device_available(_device), do: nif_error()
+
+  @doc "Allocator counters of one device, as `memory_stats/0`."
+  def device_memory_stats(_device), do: nif_error()
+
   @doc "Resets the peak counter to the active bytes."
   def memory_reset_peak, do: nif_error()
 

@@ -21,9 +21,9 @@ defmodule Emily.Stream do
 
   ## Lifecycle
 
-    * `new/2` starts a worker thread for a device. `:cpu` is the only device
-      of this build; `:gpu` raises `ArgumentError` until the CUDA backend
-      lands (the argument is honoured, never ignored).
+    * `new/2` starts a worker thread for a device. `:gpu` (or `{:gpu, i}`)
+      is accepted when the CUDA backend loads, and raises `ArgumentError`
+      with the reason otherwise (the argument is honoured, never ignored).
     * `close/1` stops accepting work: jobs still queued fail with
       `RuntimeError` ("... the stream was closed"), the job in flight
       finishes, later use raises. It never waits, so it never blocks a
@@ -129,21 +129,11 @@ defmodule Emily.Stream do
   end
 
   @doc false
-  # :cpu is accepted; :gpu names a backend this build lacks.
+  # :cpu always; :gpu / {:gpu, i} when the CUDA backend loads (else an
+  # ArgumentError that says why).
   def check_device!(function, device) do
-    case device do
-      :cpu ->
-        :ok
-
-      gpu when gpu in [:gpu, :cuda] ->
-        raise ArgumentError,
-              "Emily.Stream.#{function}: device #{inspect(gpu)}: " <>
-                "the CUDA backend is not available in this build (use :cpu)"
-
-      other ->
-        raise ArgumentError,
-              "Emily.Stream.#{function}: unknown device #{inspect(other)} (expected :cpu or :gpu)"
-    end
+    Emily.Device.check!("Emily.Stream.#{function}", device)
+    :ok
   end
 
   @doc """

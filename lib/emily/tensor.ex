@@ -736,4 +736,12 @@ defmodule Emily.Tensor do
   end
 
   # -- END backend --
+
+  # -- BEGIN device --
+  @doc "See `Emily.Tensor.DeviceOps.to_device/2`."
+  defdelegate to_device(tensor, device), to: Emily.Tensor.DeviceOps
+
+  @doc "See `Emily.Tensor.DeviceOps.device/1`."
+  defdelegate device(tensor), to: Emily.Tensor.DeviceOps
+  # -- END device --
 end

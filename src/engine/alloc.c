@@ -8,7 +8,14 @@
  * follow MLX's: active (live buffers), peak (highest active), cache (free
  * lists). With a limit set, an allocation that would pass it first drops the
  * cache, then fails with EM_ERR_OOM rather than touching the system.
+ *
+ * Each device has its own heap with the same classes and counters: the host
+ * (index 0) takes blocks from aligned_alloc, a GPU from the CUDA backend's
+ * cudaMalloc (never managed memory). A GPU block cannot hold the free-list
+ * link, so GPU free lists are chains of small host nodes. A failed cudaMalloc
+ * drops that GPU's cache and tries once more, then returns EM_ERR_OOM.
  */
+#include "../cuda/emily_cuda.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -21,13 +28,23 @@
 
 typedef struct free_block {
     struct free_block *next;
+    void *data; /* GPU heaps: the device block this node stands for */
 } free_block;
 
-static struct {
+typedef struct heap_t {
     pthread_mutex_t lock;
     free_block *free_lists[NUM_CLASSES];
     size_t active, peak, cache, limit, cache_cap;
-} heap = {.lock = PTHREAD_MUTEX_INITIALIZER, .cache_cap = DEFAULT_CACHE_CAP};
+    const em_cuda_api *api; /* GPU heaps: the backend; NULL for the host */
+    int ordinal;
+} heap_t;
+
+#define HEAP_INIT                                                              \
+    { .lock = PTHREAD_MUTEX_INITIALIZER, .cache_cap = DEFAULT_CACHE_CAP }
+static heap_t heaps[1 + EM_DEVICE_MAX_GPUS] = {HEAP_INIT, HEAP_INIT, HEAP_INIT,
+                                               HEAP_INIT, HEAP_INIT, HEAP_INIT,
+                                               HEAP_INIT, HEAP_INIT, HEAP_INIT};
+#define heap (heaps[0])
 
 /* Size class index and its rounded capacity for a request of n bytes. */
 static int size_class(size_t n, size_t *capacity) {
@@ -44,18 +61,21 @@ static int size_class(size_t n, size_t *capacity) {
     return k * 4 + (int)j - 1;
 }
 
-static void drop_cache_locked(void) {
+static void drop_heap_cache_locked(heap_t *h) {
     for (int c = 0; c < NUM_CLASSES; c++) {
-        free_block *b = heap.free_lists[c];
+        free_block *b = h->free_lists[c];
         while (b) {
             free_block *next = b->next;
+            if (h->api)
+                h->api->free(h->ordinal, b->data);
             free(b);
             b = next;
         }
-        heap.free_lists[c] = NULL;
+        h->free_lists[c] = NULL;
     }
-    heap.cache = 0;
+    h->cache = 0;
 }
+static void drop_cache_locked(void) { drop_heap_cache_locked(&heap); }
 
 static em_status block_alloc(size_t n, void **data, size_t *capacity) {
     size_t cap;
@@ -149,14 +169,144 @@ void em_memory_set_limit(size_t bytes) {
     pthread_mutex_unlock(&heap.lock);
 }
 
+/* ---- GPU heaps ---------------------------------------------------------- */
+
+/* Filling fresh GPU blocks with 0xff (NaN for floats) makes a kernel that
+ * leaves an output element unwritten visible to the tests. */
+static bool gpu_poison(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        const char *v = getenv("EMILY_CUDA_POISON");
+        cached = v && *v && *v != '0';
+    }
+    return cached;
+}
+
+static em_status gpu_block_alloc(em_device device, size_t n, void **data,
+                                 size_t *capacity) {
+    const em_cuda_api *api;
+    int ordinal;
+    em_status st = em__gpu_backend(device, &api, &ordinal);
+    if (st != EM_OK)
+        return st;
+    heap_t *h = &heaps[device];
+    size_t cap;
+    if (n > ((size_t)1 << 62))
+        return em__fail(EM_ERR_OOM, "allocation of %zu bytes is too large", n);
+    size_class(n, &cap);
+    int cls = size_class(cap, &cap);
+    pthread_mutex_lock(&h->lock);
+    h->api = api;
+    h->ordinal = ordinal;
+    free_block *b = h->free_lists[cls];
+    void *p = NULL;
+    if (b) {
+        h->free_lists[cls] = b->next;
+        h->cache -= cap;
+        p = b->data;
+        free(b);
+    } else {
+        if (h->limit && h->active + h->cache + cap > h->limit)
+            drop_heap_cache_locked(h);
+        if (h->limit && h->active + cap > h->limit) {
+            size_t active = h->active, limit = h->limit;
+            pthread_mutex_unlock(&h->lock);
+            return em__fail(EM_ERR_OOM,
+                            "allocating %zu bytes on the GPU would pass the "
+                            "memory limit (%zu active, limit %zu)",
+                            cap, active, limit);
+        }
+        pthread_mutex_unlock(&h->lock);
+        int rc = api->malloc(ordinal, cap, &p);
+        if (rc != 0) {
+            pthread_mutex_lock(&h->lock);
+            drop_heap_cache_locked(h);
+            pthread_mutex_unlock(&h->lock);
+            rc = api->malloc(ordinal, cap, &p);
+            if (rc != 0)
+                return em__fail(EM_ERR_OOM,
+                                "out of GPU memory allocating %zu bytes: %s",
+                                cap, api->last_error());
+        }
+        pthread_mutex_lock(&h->lock);
+    }
+    h->active += cap;
+    if (h->active > h->peak)
+        h->peak = h->active;
+    pthread_mutex_unlock(&h->lock);
+    if (gpu_poison())
+        api->memset(ordinal, p, 0xff, cap);
+    *data = p;
+    *capacity = cap;
+    return EM_OK;
+}
+
+static void gpu_block_free(em_device device, void *data, size_t capacity) {
+    heap_t *h = &heaps[device];
+    size_t cap;
+    int cls = size_class(capacity, &cap);
+    free_block *node = malloc(sizeof *node);
+    pthread_mutex_lock(&h->lock);
+    h->active -= capacity;
+    if (node && h->cache + capacity <= h->cache_cap &&
+        (!h->limit || h->active + h->cache + capacity <= h->limit)) {
+        node->data = data;
+        node->next = h->free_lists[cls];
+        h->free_lists[cls] = node;
+        h->cache += capacity;
+        node = NULL;
+        data = NULL;
+    }
+    const em_cuda_api *api = h->api;
+    int ordinal = h->ordinal;
+    pthread_mutex_unlock(&h->lock);
+    free(node);
+    if (data && api)
+        api->free(ordinal, data);
+}
+
+em_status em_memory_get_device_stats(em_device device, em_memory_stats *out) {
+    if (device != EM_DEVICE_CPU && !em_device_is_gpu(device)) {
+        memset(out, 0, sizeof *out);
+        return em__fail(EM_ERR_ARGUMENT, "memory stats: unknown device %d",
+                        device);
+    }
+    heap_t *h = &heaps[device];
+    pthread_mutex_lock(&h->lock);
+    out->active = h->active;
+    out->peak = h->peak;
+    out->cache = h->cache;
+    out->limit = h->limit;
+    pthread_mutex_unlock(&h->lock);
+    return EM_OK;
+}
+
+void em_memory_clear_device_cache(em_device device) {
+    if (device != EM_DEVICE_CPU && !em_device_is_gpu(device))
+        return;
+    heap_t *h = &heaps[device];
+    pthread_mutex_lock(&h->lock);
+    drop_heap_cache_locked(h);
+    pthread_mutex_unlock(&h->lock);
+}
+
 /* ---- buffers ------------------------------------------------------------ */
 
 em_status em__buffer_new(size_t nbytes, em_buffer **out) {
+    return em__buffer_new_on(EM_DEVICE_CPU, nbytes, out);
+}
+
+em_status em__buffer_new_on(em_device device, size_t nbytes, em_buffer **out) {
     *out = NULL;
     em_buffer *b = calloc(1, sizeof *b);
     if (!b)
         return em__fail(EM_ERR_OOM, "out of memory allocating a buffer header");
-    em_status st = block_alloc(nbytes ? nbytes : 1, &b->data, &b->capacity);
+    b->device = device;
+    em_status st =
+        device == EM_DEVICE_CPU
+            ? block_alloc(nbytes ? nbytes : 1, &b->data, &b->capacity)
+            : gpu_block_alloc(device, nbytes ? nbytes : 1, &b->data,
+                              &b->capacity);
     if (st != EM_OK) {
         free(b);
         return st;
@@ -193,7 +343,9 @@ void em__buffer_release(em_buffer *b) {
     if (!b ||
         atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1)
         return;
-    if (b->capacity)
+    if (b->capacity && b->device != EM_DEVICE_CPU)
+        gpu_block_free(b->device, b->data, b->capacity);
+    else if (b->capacity)
         block_free(b->data, b->capacity);
     else if (b->release)
         b->release(b->release_ctx);

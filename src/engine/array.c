@@ -161,11 +161,39 @@ em_status em__node_new(const em_prim *prim, em_dtype dtype,
                        const int64_t *shape, int ndim, em_array *const *inputs,
                        int ninputs, em_array **out) {
     *out = NULL;
+    /* The output lives where the inputs do; mixing devices is an error
+     * (moving data is always the caller's explicit em_to_device). */
+    em_device device = ninputs > 0 ? inputs[0]->device : em_default_device();
+    for (int i = 1; i < ninputs; i++)
+        if (inputs[i]->device != device) {
+            char d0[16], d1[16];
+            em_desc x, y;
+            return em__fail(EM_ERR_ARGUMENT,
+                            "%s: inputs are on different devices (%s on %s, "
+                            "%s on %s); move one with to_device first",
+                            prim->name, em__describe(inputs[0], &x),
+                            em_device_name(device, d0, sizeof d0),
+                            em__describe(inputs[i], &y),
+                            em_device_name(inputs[i]->device, d1, sizeof d1));
+        }
+    if (device != EM_DEVICE_CPU) {
+        if (!prim->gpu_eval) {
+            char d0[16];
+            return em__fail(EM_ERR_UNSUPPORTED,
+                            "%s: not implemented on the GPU yet (input on %s); "
+                            "move the input to the CPU with to_device",
+                            prim->name, em_device_name(device, d0, sizeof d0));
+        }
+        em_status st = em__gpu_backend(device, NULL, NULL);
+        if (st != EM_OK)
+            return st;
+    }
     em_array *a = node_alloc(dtype, shape, ndim);
     if (!a)
         return em__fail(EM_ERR_OOM, "%s: out of memory building the node",
                         prim->name);
     a->prim = prim;
+    a->device = device;
     if (ninputs > 0) {
         a->inputs = malloc(sizeof(em_array *) * (size_t)ninputs);
         if (!a->inputs) {
@@ -364,6 +392,15 @@ em_status em_array_data(em_array *a, const void **data, size_t *nbytes) {
                         "first)",
                         em__describe(a, &d));
     }
+    if (a->device != EM_DEVICE_CPU) {
+        em_desc d;
+        char dev[16];
+        return em__fail(EM_ERR_ARGUMENT,
+                        "array_data: %s lives on %s; read it with em_read or "
+                        "move it with to_device first",
+                        em__describe(a, &d),
+                        em_device_name(a->device, dev, sizeof dev));
+    }
     atomic_store(&a->buffer->pinned, true);
     *data = em__data(a);
     *nbytes = em_array_nbytes(a);
@@ -381,7 +418,10 @@ em_status em_read(em_array *a, void *dst, size_t nbytes) {
     if (st != EM_OK)
         return st;
     st = em_eval(&c, 1);
-    if (st == EM_OK && nbytes)
+    /* A GPU array: only the viewed bytes travel (c is row-contiguous). */
+    if (st == EM_OK && nbytes && c->device != EM_DEVICE_CPU)
+        st = em__read_device(c, dst, nbytes);
+    else if (st == EM_OK && nbytes)
         memcpy(dst, em__data(c), nbytes);
     em_array_release(c);
     return st;
@@ -391,7 +431,7 @@ em_status em_read(em_array *a, void *dst, size_t nbytes) {
 
 static bool can_donate(const em_array *node, const em_array *in) {
     const em_buffer *b = in->buffer;
-    return b && atomic_load(&in->refcount) == 1 &&
+    return b && b->device == node->device && atomic_load(&in->refcount) == 1 &&
            atomic_load(&((em_buffer *)b)->refcount) == 1 &&
            !atomic_load(&((em_buffer *)b)->pinned) && b->capacity != 0 &&
            in->row_contiguous && in->offset == 0 && in->size == node->size &&
@@ -408,7 +448,8 @@ em_status em__alloc_output(em_array *node, em_array *const *donors,
             return EM_OK;
         }
     }
-    return em__buffer_new(em_array_nbytes(node), &node->buffer);
+    return em__buffer_new_on(node->device, em_array_nbytes(node),
+                             &node->buffer);
 }
 
 void em__share_buffer(em_array *node, const em_array *src) {

@@ -188,7 +188,17 @@ static em_status run_node(em_array *node) {
         pthread_mutex_unlock(&wait_lock);
         /* PENDING again means the other thread failed; try ourselves. */
     }
-    em_status st = node->prim->eval(node);
+    /* GPU nodes run their primitive's GPU eval. A graph rewritten after it
+     * was built (a pass that swaps in a CPU-only primitive) must fail, not
+     * run a CPU kernel on device memory. */
+    em_status st;
+    if (node->device == EM_DEVICE_CPU)
+        st = node->prim->eval(node);
+    else if (node->prim->gpu_eval)
+        st = node->prim->gpu_eval(node);
+    else
+        st = em__fail(EM_ERR_UNSUPPORTED, "%s: not implemented on the GPU yet",
+                      node->prim->name);
     if (st == EM_OK) {
         finish_node(node);
     } else {
@@ -203,7 +213,7 @@ static em_status run_node(em_array *node) {
 }
 
 em_status em__topo_order(em_array *const *roots, size_t n, em_array ***out,
-                          size_t *len) {
+                         size_t *len) {
     node_list order = {0};
     em_status st = topo_order(roots, n, &order);
     if (st != EM_OK) {

@@ -51,6 +51,9 @@ static fz_node fz_classify(const em_array *a) {
     em_dtype kd;
     if (!a->prim || atomic_load(&((em_array *)a)->state) != EM_NODE_PENDING)
         return f;
+    /* The fused interpreter is a CPU kernel: GPU nodes stay unfused. */
+    if (a->device != EM_DEVICE_CPU)
+        return f;
     struct {
         bool (*of)(const em_array *, int *, em_dtype *);
         enum fz_family family;

@@ -17,6 +17,7 @@
 #define EMILY_INTERNAL_H
 
 #include "emily.h"
+#include "emily_device.h"
 
 #include <complex.h>
 #include <math.h>
@@ -56,10 +57,13 @@ typedef struct em_buffer {
     atomic_bool pinned;
     void (*release)(void *ctx); /* external memory: how to give it back */
     void *release_ctx;
+    em_device device; /* where data points: host memory or a GPU's */
 } em_buffer;
 
 /* A buffer of `nbytes` (64-byte aligned, from the size-bucketed cache). */
 em_status em__buffer_new(size_t nbytes, em_buffer **out);
+/* The same on `device` (a GPU's memory through the CUDA backend). */
+em_status em__buffer_new_on(em_device device, size_t nbytes, em_buffer **out);
 em_status em__buffer_external(const void *data, size_t nbytes,
                               void (*release)(void *), void *ctx,
                               em_buffer **out);
@@ -78,6 +82,11 @@ void em__buffer_release(em_buffer *b);
 typedef em_status (*em_vjp_fn)(em_array *node, em_array *cotangent,
                                const bool *needs, em_array **input_cotangents);
 
+/* Primitives without a GPU kernel are written {"name", eval, vjp} and leave
+ * gpu_eval NULL on purpose: that is the documented "CPU only" marker, not a
+ * forgotten field. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 typedef struct em_prim {
     const char *name;
     /* Compute node->buffer from its (evaluated) inputs. */
@@ -85,6 +94,10 @@ typedef struct em_prim {
     /* NULL: no gradient rule (an error when a float gradient must flow
      * through the node). */
     em_vjp_fn vjp;
+    /* The eval for a node on a GPU; NULL: the op has no GPU kernel yet
+     * (building it on a GPU fails). Views that only share their input's
+     * buffer use their `eval` here too. */
+    em_status (*gpu_eval)(em_array *node);
 } em_prim;
 
 enum em_node_state {
@@ -108,14 +121,15 @@ struct em_array {
     em_buffer *buffer;   /* NULL until evaluated */
     const em_prim *prim; /* NULL for arrays created with data */
     int ninputs;
-    em_array **inputs; /* owned references; freed on detach */
-    void *params;      /* primitive parameters (plain bytes, freed) */
+    em_array **inputs;  /* owned references; freed on detach */
+    void *params;       /* primitive parameters (plain bytes, freed) */
     size_t params_size; /* bytes at params: clones and CSE compare them */
     /* Creation order (a process-wide counter): tells a node built inside a
      * traced or differentiated function from one that existed before. */
     uint64_t seq;
     em_status error_status;
     char *error_message; /* heap copy when state == FAILED */
+    em_device device;    /* inputs' device (see emily_device.h) */
 };
 
 /* A new pending node with row-major strides; takes references to inputs.
@@ -166,6 +180,35 @@ em_status em__alloc_output(em_array *node, em_array *const *donors,
 /* Views: share input `src`'s buffer; node's strides/offset already describe
  * the view relative to that buffer. */
 void em__share_buffer(em_array *node, const em_array *src);
+
+/* ---- devices (device.c, gpu.c) ----------------------------------------- */
+
+struct em_cuda_api;
+/* The CUDA backend for a GPU device (loading it on first use), or
+ * EM_ERR_UNSUPPORTED with the reason. *ordinal is the CUDA device number. */
+em_status em__gpu_backend(em_device device, const struct em_cuda_api **api,
+                          int *ordinal);
+/* Fail with the backend's last error message and its status. */
+em_status em__gpu_fail(const struct em_cuda_api *api, int status,
+                       const char *op);
+/* Copy an evaluated, row-contiguous array's bytes to host memory. */
+em_status em__read_device(const em_array *a, void *dst, size_t nbytes);
+/* GPU evals shared by op families (gpu.c). */
+em_status em__gpu_unary_eval(em_array *node);
+em_status em__gpu_binary_eval(em_array *node);
+em_status em__gpu_select_eval(em_array *node);
+em_status em__gpu_clip_eval(em_array *node);
+em_status em__gpu_cast_eval(em_array *node); /* as_type and copies */
+em_status em__gpu_iota_eval(em_array *node);
+em_status em__gpu_reduce_eval(em_array *node);
+em_status em__gpu_argreduce_eval(em_array *node);
+em_status em__gpu_dot_eval(em_array *node);
+em_status em__gpu_random_bits_eval(em_array *node);
+em_status em__gpu_threefry_eval(em_array *node);
+em_status em__gpu_gather_eval(em_array *node);
+em_status em__gpu_take_eval(em_array *node);
+em_status em__gpu_take_along_eval(em_array *node);
+em_status em__gpu_scan_eval(em_array *node);
 
 /* Typed element pointer of an evaluated array at its offset. */
 static inline void *em__data(const em_array *a) {

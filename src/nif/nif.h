@@ -233,7 +233,11 @@ void nif_leave(void);
     F(conv, 9) /* nif_conv.c */                                                 \
     F(identity, 1) /* nif_autodiff.c */                                        \
     F(stop_gradient, 1)                                                        \
-    F(vjp, 3)
+    F(vjp, 3)                                                                  \
+    F(to_device, 2) /* nif_device.c */                                         \
+    F(array_device, 1)                                                         \
+    F(device_available, 1)                                                     \
+    F(device_memory_stats, 1)
 
 /* nif_pointer.c: releasing a tensor early and raw pointers to its bytes. */
 #define NIF_POINTER_FUNCS(F)                                                   \

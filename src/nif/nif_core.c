@@ -11,6 +11,7 @@
  * on numeric work.
  */
 #define _GNU_SOURCE /* dladdr, RTLD_NODELETE */
+#include "emily_device.h"
 #include "nif.h"
 
 #include "emily_info.h"
@@ -406,8 +407,11 @@ NIF_DECL(to_binary) {
     if (!nif_get_stream(&c, argv[0], "stream", &s) ||
         !nif_get_array(&c, argv[1], "tensor", &a))
         return c.raised;
+    /* A GPU tensor's viewed bytes come back to host memory first. */
     em_array *contiguous;
-    em_status st = em_contiguous(a, &contiguous);
+    em_status st = em_array_device(a) == EM_DEVICE_CPU
+                       ? em_contiguous(a, &contiguous)
+                       : em_to_device(a, EM_DEVICE_CPU, &contiguous);
     if (st != EM_OK)
         return nif_raise_status(&c, st);
     async_req *r = req_new(&c);

@@ -43,7 +43,9 @@ static ERL_NIF_TERM make_exception(ErlNifEnv *env, ERL_NIF_TERM module,
 ERL_NIF_TERM nif_exception(ErlNifEnv *env, em_status status,
                            const char *message) {
     ERL_NIF_TERM module =
-        status == EM_ERR_ARGUMENT ? atoms.argument_error : atoms.runtime_error;
+        (status == EM_ERR_ARGUMENT || status == EM_ERR_UNSUPPORTED)
+            ? atoms.argument_error
+            : atoms.runtime_error;
     return make_exception(env, module, message);
 }
 
@@ -101,6 +103,7 @@ ERL_NIF_TERM nif_raise_status(nif_call *c, em_status status) {
 ERL_NIF_TERM nif_status_atom(em_status status) {
     switch (status) {
     case EM_ERR_ARGUMENT:
+    case EM_ERR_UNSUPPORTED: /* a GPU request this build/machine cannot serve */
         return atoms.argument;
     case EM_ERR_OOM:
         return atoms.oom;

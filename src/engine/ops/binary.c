@@ -202,7 +202,8 @@ static em_status binary_eval(em_array *node);
 
 /* One primitive per op (its name is the op's); params hold the op number. */
 static const em_prim binary_prims[EM_BINARY_COUNT] = {
-#define EM_X(name, accepts) {#name, binary_eval, em__vjp_binary},
+#define EM_X(name, accepts)                                                    \
+    {#name, binary_eval, em__vjp_binary, em__gpu_binary_eval},
     EM_BINARY_OPS(EM_X)
 #undef EM_X
 };

@@ -166,7 +166,8 @@ static em_status as_type_eval(em_array *node) {
     return em_ew_eval(node, cvt_kernel, op, EM_PARALLEL_GRAIN);
 }
 
-static const em_prim as_type_prim = {"as_type", as_type_eval, em__vjp_as_type};
+static const em_prim as_type_prim = {"as_type", as_type_eval, em__vjp_as_type,
+                                     em__gpu_cast_eval};
 
 em_status em_as_type(em_array *a, em_dtype dtype, em_array **out) {
     if (!out)
@@ -196,7 +197,8 @@ static em_status bitcast_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim bitcast_prim = {"bitcast", bitcast_eval, NULL};
+static const em_prim bitcast_prim = {"bitcast", bitcast_eval, NULL,
+                                     bitcast_eval};
 
 em_status em_bitcast(em_array *a, em_dtype dtype, em_array **out) {
     if (!out)

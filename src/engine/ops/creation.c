@@ -1,5 +1,6 @@
 /* creation.c — arrays made from a shape: iota, eye, full. */
 #include "copy.h"
+#include "params.h"
 
 static em_status null_argument(const char *op, em_array **out) {
     if (out)
@@ -12,10 +13,6 @@ static em_status null_argument(const char *op, em_array **out) {
 #define EM_COUNT_TO(ENUM, CT, i) ((ENUM) == EM_PRED ? (CT)((i) != 0) : (CT)(i))
 
 /* ---- iota --------------------------------------------------------------- */
-
-typedef struct iota_params {
-    int axis;
-} iota_params;
 
 typedef struct iota_job {
     void *dst;
@@ -65,7 +62,7 @@ static em_status iota_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim iota_prim = {"iota", iota_eval, NULL};
+static const em_prim iota_prim = {"iota", iota_eval, NULL, em__gpu_iota_eval};
 
 em_status em_iota(const int64_t *shape, int ndim, int axis, em_dtype dtype,
                   em_array **out) {

@@ -394,7 +394,8 @@ static em_status dot_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim dot_prim = {"dot", dot_eval, em__vjp_dot};
+static const em_prim dot_prim = {"dot", dot_eval, em__vjp_dot,
+                                 em__gpu_dot_eval};
 
 /* ------------------------------------------------------------------------ */
 /* Builders                                                                  */

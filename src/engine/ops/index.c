@@ -326,7 +326,8 @@ static em_status gather_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim gather_prim = {"gather", gather_eval, em__vjp_gather};
+static const em_prim gather_prim = {"gather", gather_eval, em__vjp_gather,
+                                    em__gpu_gather_eval};
 
 em_status em_gather(em_array *a, em_array *indices, const int *axes, int naxes,
                     em_array **out) {
@@ -397,7 +398,8 @@ static em_status take_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim take_prim = {"take", take_eval, em__vjp_take};
+static const em_prim take_prim = {"take", take_eval, em__vjp_take,
+                                  em__gpu_take_eval};
 
 em_status em_take(em_array *a, em_array *indices, int axis, em_array **out) {
     if (!a || !indices || !out)
@@ -515,7 +517,8 @@ static em_status take_along_eval(em_array *node) {
 }
 
 static const em_prim take_along_prim = {"take_along_axis", take_along_eval,
-                                        em__vjp_take_along};
+                                        em__vjp_take_along,
+                                        em__gpu_take_along_eval};
 
 em_status em_take_along_axis(em_array *a, em_array *indices, int axis,
                              em_array **out) {

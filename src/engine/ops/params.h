@@ -11,6 +11,16 @@
 
 /* unary, binary: the op number (int). */
 
+typedef struct iota_params {
+    int axis;
+} iota_params;
+
+typedef struct argreduce_params {
+    em_argreduce_op op;
+    bool tie_high;
+    unsigned mask;
+} argreduce_params;
+
 typedef struct reduce_params {
     em_reduce_op op;
     unsigned mask; /* reduced axes of the input */

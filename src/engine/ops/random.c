@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include "emily_random.h"
+#include "threefry.h"
 
 #include <stdio.h>
 
@@ -15,48 +16,8 @@
 /* The hash                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static inline uint32_t rotl32(uint32_t x, int r) {
-    return (x << r) | (x >> (32 - r));
-}
-
-/* Four rounds with rotations r0..r3. */
-#define TF_ROUNDS4(x0, x1, r0, r1, r2, r3)                                     \
-    do {                                                                       \
-        x0 += x1;                                                              \
-        x1 = rotl32(x1, r0) ^ x0;                                              \
-        x0 += x1;                                                              \
-        x1 = rotl32(x1, r1) ^ x0;                                              \
-        x0 += x1;                                                              \
-        x1 = rotl32(x1, r2) ^ x0;                                              \
-        x0 += x1;                                                              \
-        x1 = rotl32(x1, r3) ^ x0;                                              \
-    } while (0)
-
-/* Threefry-2x32, 20 rounds: five groups of four rounds, the key injected
- * before the first group and after each group (injection i adds the
- * schedule words i and i+1 mod 3, plus i to the second word). */
-static inline void threefry2x32(uint32_t k0, uint32_t k1, uint32_t *x0p,
-                                uint32_t *x1p) {
-    uint32_t k2 = k0 ^ k1 ^ 0x1BD11BDAu;
-    uint32_t x0 = *x0p + k0, x1 = *x1p + k1;
-    TF_ROUNDS4(x0, x1, 13, 15, 26, 6);
-    x0 += k1;
-    x1 += k2 + 1u;
-    TF_ROUNDS4(x0, x1, 17, 29, 16, 24);
-    x0 += k2;
-    x1 += k0 + 2u;
-    TF_ROUNDS4(x0, x1, 13, 15, 26, 6);
-    x0 += k0;
-    x1 += k1 + 3u;
-    TF_ROUNDS4(x0, x1, 17, 29, 16, 24);
-    x0 += k1;
-    x1 += k2 + 4u;
-    TF_ROUNDS4(x0, x1, 13, 15, 26, 6);
-    x0 += k2;
-    x1 += k0 + 5u;
-    *x0p = x0;
-    *x1p = x1;
-}
+/* The hash itself is in threefry.h, shared with the CUDA backend. */
+#define threefry2x32 em_tf_hash2x32
 
 /* The two key words of an evaluated u32[2] array (any strides). */
 static void read_key(const em_array *key, uint32_t *k0, uint32_t *k1) {
@@ -140,7 +101,8 @@ static em_status bits_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim bits_prim = {"random_bits", bits_eval, NULL};
+static const em_prim bits_prim = {"random_bits", bits_eval, NULL,
+                                  em__gpu_random_bits_eval};
 
 em_status em_random_bits(em_array *key, const int64_t *shape, int ndim,
                          em_dtype dtype, em_array **out) {
@@ -209,7 +171,8 @@ static em_status pairs_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim pairs_prim = {"threefry2x32", pairs_eval, NULL};
+static const em_prim pairs_prim = {"threefry2x32", pairs_eval, NULL,
+                                   em__gpu_threefry_eval};
 
 em_status em_threefry2x32(em_array *key, em_array *counters, em_array **out) {
     if (!out)

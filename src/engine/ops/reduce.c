@@ -597,7 +597,8 @@ static em_status reduce_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim reduce_prim = {"reduce", reduce_eval, em__vjp_reduce};
+static const em_prim reduce_prim = {"reduce", reduce_eval, em__vjp_reduce,
+                                    em__gpu_reduce_eval};
 
 const char *em_reduce_name(em_reduce_op op) {
     switch (op) {
@@ -759,12 +760,6 @@ static void store_index(void *out, em_dtype dtype, int64_t pos, int64_t v) {
     }
 }
 
-typedef struct argreduce_params {
-    em_argreduce_op op;
-    bool tie_high;
-    unsigned mask;
-} argreduce_params;
-
 typedef struct arg_job {
     const arg_kernel *k;
     bool tie_high;
@@ -890,7 +885,8 @@ static em_status argreduce_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim argreduce_prim = {"argreduce", argreduce_eval, NULL};
+static const em_prim argreduce_prim = {"argreduce", argreduce_eval, NULL,
+                                       em__gpu_argreduce_eval};
 
 /* Largest index representable in an integer dtype. */
 static uint64_t index_dtype_max(em_dtype d) {

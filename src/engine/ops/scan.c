@@ -322,7 +322,8 @@ static em_status scan_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim scan_prim = {"scan", scan_eval, em__vjp_scan};
+static const em_prim scan_prim = {"scan", scan_eval, em__vjp_scan,
+                                  em__gpu_scan_eval};
 
 em_status em_scan(em_scan_op op, em_array *a, int axis, bool reverse,
                   em_array **out) {

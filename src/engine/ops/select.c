@@ -50,7 +50,8 @@ static em_status select_eval(em_array *node) {
                       (int)em_dtype_size(node->dtype), EM_PARALLEL_GRAIN);
 }
 
-static const em_prim select_prim = {"select", select_eval, em__vjp_select};
+static const em_prim select_prim = {"select", select_eval, em__vjp_select,
+                                    em__gpu_select_eval};
 
 em_status em_select(em_array *pred, em_array *on_true, em_array *on_false,
                     em_array **out) {
@@ -108,7 +109,8 @@ static em_status clip_eval(em_array *node) {
     return em_ew_eval(node, clip_kernels[node->dtype], 0, EM_PARALLEL_GRAIN);
 }
 
-static const em_prim clip_prim = {"clip", clip_eval, em__vjp_clip};
+static const em_prim clip_prim = {"clip", clip_eval, em__vjp_clip,
+                                  em__gpu_clip_eval};
 
 em_status em_clip(em_array *a, em_array *lo, em_array *hi, em_array **out) {
     if (!out)

@@ -29,21 +29,26 @@ static em_status copy_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim reshape_view_prim = {"reshape", view_eval,
-                                          em__vjp_reshape};
-static const em_prim reshape_copy_prim = {"reshape", copy_eval,
-                                          em__vjp_reshape};
+/* Views share their input's buffer on any device; copies have a GPU
+ * kernel (the same-dtype cast). */
+static const em_prim reshape_view_prim = {"reshape", view_eval, em__vjp_reshape,
+                                          view_eval};
+static const em_prim reshape_copy_prim = {"reshape", copy_eval, em__vjp_reshape,
+                                          em__gpu_cast_eval};
 static const em_prim transpose_prim = {"transpose", view_eval,
-                                       em__vjp_transpose};
+                                       em__vjp_transpose, view_eval};
 static const em_prim broadcast_prim = {"broadcast_to", view_eval,
-                                       em__vjp_broadcast};
-static const em_prim squeeze_prim = {"squeeze", view_eval, em__vjp_reshape};
+                                       em__vjp_broadcast, view_eval};
+static const em_prim squeeze_prim = {"squeeze", view_eval, em__vjp_reshape,
+                                     view_eval};
 static const em_prim expand_dims_prim = {"expand_dims", view_eval,
-                                         em__vjp_reshape};
-static const em_prim slice_prim = {"slice", view_eval, em__vjp_slice};
-static const em_prim reverse_prim = {"reverse", view_eval, em__vjp_reverse};
+                                         em__vjp_reshape, view_eval};
+static const em_prim slice_prim = {"slice", view_eval, em__vjp_slice,
+                                   view_eval};
+static const em_prim reverse_prim = {"reverse", view_eval, em__vjp_reverse,
+                                     view_eval};
 static const em_prim contiguous_prim = {"contiguous", copy_eval,
-                                        em__vjp_identity};
+                                        em__vjp_identity, em__gpu_cast_eval};
 
 static em_status null_argument(const char *op, em_array **out) {
     if (out)

@@ -363,7 +363,8 @@ static em_status unary_eval(em_array *node);
 /* One primitive per op, so a node's prim names its op (params hold the op
  * number too, for code that walks graphs). */
 static const em_prim unary_prims[EM_UNARY_COUNT] = {
-#define EM_X(name, accepts) {#name, unary_eval, em__vjp_unary},
+#define EM_X(name, accepts)                                                    \
+    {#name, unary_eval, em__vjp_unary, em__gpu_unary_eval},
     EM_UNARY_OPS(EM_X)
 #undef EM_X
 };

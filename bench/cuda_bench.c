@@ -1,0 +1,220 @@
+/*
+ * cuda_bench.c — Emily's GPU backend timed from C with CUDA events (through
+ * em_device_event_*), after warm-up, on random data.
+ *
+ *   make cuda build/cuda_bench && build/cuda_bench
+ *
+ * Prints one "RESULT <name> <median ms> <figure> <unit>" line per case (read
+ * by bench/cuda_torch.py, which runs PyTorch on the same cases in the same
+ * run and prints the comparison table) and a table of its own.
+ *
+ * Each timed iteration builds the op's graph, evaluates it (which queues the
+ * kernels and returns) and releases the result; events bracket the
+ * iteration on the GPU's stream. The launch-overhead case is timed on the
+ * host clock instead: it is the host's cost per eager op.
+ */
+#include "emily.h"
+#include "emily_device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GPU EM_DEVICE_GPU(0)
+#define WARMUP 3
+#define REPEAT 10
+
+static void check(em_status st, const char *what) {
+    if (st != EM_OK) {
+        fprintf(stderr, "%s: %s\n", what, em_last_error());
+        exit(1);
+    }
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+/* A random f32 (or bf16 when bf16) array of `n` elements on the GPU. */
+static em_array *random_gpu(const int64_t *shape, int ndim, em_dtype dtype) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    float *buf = malloc((size_t)n * sizeof(float));
+    if (!buf) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        buf[i] = (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+    }
+    em_array *host, *conv, *gpu;
+    check(em_from_data(buf, (size_t)n * 4, shape, ndim, EM_F32, &host),
+          "from_data");
+    free(buf);
+    check(em_as_type(host, dtype, &conv), "as_type");
+    check(em_to_device(conv, GPU, &gpu), "to_device");
+    check(em_eval(&gpu, 1), "eval");
+    em_array_release(host);
+    em_array_release(conv);
+    return gpu;
+}
+
+typedef em_status (*build_fn)(em_array *const *in, em_array **out);
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median GPU milliseconds of one build + eval of `fn`. */
+static double time_op(build_fn fn, em_array *const *in) {
+    double ms[REPEAT];
+    for (int it = 0; it < WARMUP + REPEAT; it++) {
+        em_device_event *e0, *e1;
+        em_array *out;
+        check(em_device_event_record(GPU, &e0), "event");
+        check(fn(in, &out), "build");
+        check(em_eval(&out, 1), "eval");
+        check(em_device_event_record(GPU, &e1), "event");
+        double t;
+        check(em_device_event_elapsed(e0, e1, &t), "elapsed");
+        if (it >= WARMUP)
+            ms[it - WARMUP] = t;
+        em_array_release(out);
+        em_device_event_release(e0);
+        em_device_event_release(e1);
+    }
+    qsort(ms, REPEAT, sizeof ms[0], cmp_double);
+    return ms[REPEAT / 2];
+}
+
+static em_status op_negate(em_array *const *in, em_array **out) {
+    return em_unary(EM_UNARY_negate, in[0], out);
+}
+static em_status op_add(em_array *const *in, em_array **out) {
+    return em_binary(EM_BINARY_add, in[0], in[1], out);
+}
+static em_status op_exp(em_array *const *in, em_array **out) {
+    return em_unary(EM_UNARY_exp, in[0], out);
+}
+static em_status op_sum(em_array *const *in, em_array **out) {
+    return em_reduce(EM_REDUCE_sum, in[0], NULL, 0, false, out);
+}
+static em_status op_matmul(em_array *const *in, em_array **out) {
+    return em_matmul(in[0], in[1], out);
+}
+/* softmax over the last axis: exp(x - max) / sum(exp(x - max)). */
+static em_status op_softmax(em_array *const *in, em_array **out) {
+    int axis = 1;
+    em_array *m = NULL, *d = NULL, *e = NULL, *s = NULL;
+    em_status st = em_reduce(EM_REDUCE_max, in[0], &axis, 1, true, &m);
+    if (st == EM_OK)
+        st = em_binary(EM_BINARY_subtract, in[0], m, &d);
+    if (st == EM_OK)
+        st = em_unary(EM_UNARY_exp, d, &e);
+    if (st == EM_OK)
+        st = em_reduce(EM_REDUCE_sum, e, &axis, 1, true, &s);
+    if (st == EM_OK)
+        st = em_binary(EM_BINARY_divide, e, s, out);
+    em_array_release(m);
+    em_array_release(d);
+    em_array_release(e);
+    em_array_release(s);
+    return st;
+}
+
+static void result(const char *name, double ms, double figure,
+                   const char *unit) {
+    printf("RESULT %s %.4f %.2f %s\n", name, ms, figure, unit);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    const char *reason;
+    if (!em_device_available(GPU, &reason)) {
+        printf("skipped: %s\n", reason);
+        return 0;
+    }
+    bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+    const double gib = 1073741824.0;
+    int64_t n1g[1] = {(int64_t)1 << 28}; /* 1 GiB of f32 */
+
+    {
+        em_array *x = random_gpu(n1g, 1, EM_F32),
+                 *y = random_gpu(n1g, 1, EM_F32);
+        em_array *in[2] = {x, y};
+        double t = time_op(op_negate, in);
+        result("copy_like_negate_1GiB", t, 2 * gib / (t * 1e-3) / 1e9, "GB/s");
+        t = time_op(op_add, in);
+        result("add_1GiB", t, 3 * gib / (t * 1e-3) / 1e9, "GB/s");
+        t = time_op(op_exp, in);
+        result("exp_1GiB", t, 2 * gib / (t * 1e-3) / 1e9, "GB/s");
+        t = time_op(op_sum, in);
+        result("sum_1GiB", t, gib / (t * 1e-3) / 1e9, "GB/s");
+        em_array_release(x);
+        em_array_release(y);
+    }
+    {
+        int64_t shape[2] = {4096, 32768};
+        em_array *x = random_gpu(shape, 2, EM_F32);
+        double t = time_op(op_softmax, &x);
+        result("softmax_4096x32768", t,
+               2.0 * 4096 * 32768 * 4 / (t * 1e-3) / 1e9, "GB/s");
+        em_array_release(x);
+    }
+    int sizes[2] = {4096, 8192};
+    em_dtype gemm_dtypes[2] = {EM_F32, EM_BF16};
+    for (int di = 0; di < 2; di++)
+        for (int si = 0; si < (quick ? 1 : 2); si++) {
+            int64_t n = sizes[si];
+            int64_t shape[2] = {n, n};
+            em_array *a = random_gpu(shape, 2, gemm_dtypes[di]);
+            em_array *b = random_gpu(shape, 2, gemm_dtypes[di]);
+            em_array *in[2] = {a, b};
+            double t = time_op(op_matmul, in);
+            char name[64];
+            snprintf(name, sizeof name, "gemm_%s_%lld",
+                     em_dtype_name(gemm_dtypes[di]), (long long)n);
+            result(name, t, 2.0 * n * n * n / (t * 1e-3) / 1e12, "TFLOP/s");
+            em_array_release(a);
+            em_array_release(b);
+        }
+    {
+        /* Host cost of one eager op: build, eval (queue), release. */
+        int64_t shape[1] = {1024};
+        em_array *x = random_gpu(shape, 1, EM_F32),
+                 *y = random_gpu(shape, 1, EM_F32);
+        int iters = 20000;
+        struct timespec t0, t1;
+        for (int it = 0; it < 1000; it++) {
+            em_array *z;
+            check(em_binary(EM_BINARY_add, x, y, &z), "add");
+            check(em_eval(&z, 1), "eval");
+            em_array_release(z);
+        }
+        check(em_device_synchronize(GPU), "sync");
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int it = 0; it < iters; it++) {
+            em_array *z;
+            check(em_binary(EM_BINARY_add, x, y, &z), "add");
+            check(em_eval(&z, 1), "eval");
+            em_array_release(z);
+        }
+        check(em_device_synchronize(GPU), "sync");
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double us =
+            ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 /
+            iters;
+        result("eager_add_1024_per_op", us / 1e3, us, "us");
+        em_array_release(x);
+        em_array_release(y);
+    }
+    em_memory_stats ms;
+    em_memory_get_device_stats(GPU, &ms);
+    printf("GPU memory: peak %.2f GiB, cache %.2f GiB\n", ms.peak / gib,
+           ms.cache / gib);
+    return 0;
+}

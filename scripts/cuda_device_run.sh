@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build the CUDA plugin there (unless a prebuilt
+# one sits in $PREBUILT), run the GPU-vs-CPU tests and the benchmarks
+# against PyTorch. The host programs (build/test_cuda, build/cuda_bench)
+# and the OpenBLAS libraries they need may be prebuilt elsewhere and passed
+# in $HOSTBIN / $HOSTLIB (the GPU image need not have OpenBLAS).
+# Logs go to $OUT (or ./out).
+set -uo pipefail
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+export PATH=/usr/local/cuda/bin:$PATH
+BIN=${HOSTBIN:-build}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+nvcc --version | tail -1
+if [ -n "${PREBUILT:-}" ] && [ -f "$PREBUILT/libemily_cuda.so" ]; then
+  cp "$PREBUILT/libemily_cuda.so" "$BIN/"
+else
+  start=$(date +%s)
+  make -s -j"$(nproc)" NVCC_EXTRA="-split-compile=0" build/libemily_cuda.so 2>&1 | tail -30 | tee "$OUT/build.log"
+  echo "plugin build: $(( $(date +%s) - start )) s"
+  [ "$BIN" != build ] && cp build/libemily_cuda.so "$BIN/"
+  cp build/libemily_cuda.so "$OUT/" 2>/dev/null
+fi
+export LD_LIBRARY_PATH=${HOSTLIB:+$HOSTLIB:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+echo "== test_cuda"
+timeout "${TEST_TIMEOUT:-240}" "$BIN/test_cuda" > "$OUT/test_cuda.log" 2>&1
+echo "test_cuda exit $?"
+grep -E "^FAIL|skipped" "$OUT/test_cuda.log" | head -40
+tail -14 "$OUT/test_cuda.log"
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  echo "== bench"
+  PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-240}" python3 bench/cuda_torch.py "$BIN/cuda_bench" 2>&1 | tee "$OUT/bench.log" | grep -v "^RESULT"
+fi

@@ -1,0 +1,297 @@
+// runtime.cu — the plugin's entry point (emily_cuda_get_api), per-device
+// state, memory, copies through pinned staging buffers, synchronisation,
+// events and error messages.
+#include "common.cuh"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+namespace emc {
+
+static thread_local char error_text[512];
+
+int fail(int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error_text, sizeof error_text, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int cuda_fail(cudaError_t e, const char *what) {
+    cudaGetLastError(); // clear a sticky launch error for the next call
+    return fail(e == cudaErrorMemoryAllocation ? EM_ERR_OOM : EM_ERR_RUNTIME,
+                "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+static const char *last_error() { return error_text; }
+
+// ---- devices ------------------------------------------------------------
+
+static Device devices[EM_DEVICE_MAX_GPUS];
+static std::once_flag device_once[EM_DEVICE_MAX_GPUS];
+static int device_status[EM_DEVICE_MAX_GPUS];
+static char device_error[EM_DEVICE_MAX_GPUS][512];
+
+Device *device(int dev) {
+    if (dev < 0 || dev >= EM_DEVICE_MAX_GPUS) {
+        fail(EM_ERR_ARGUMENT, "GPU %d is out of range", dev);
+        return nullptr;
+    }
+    cudaError_t e = cudaSetDevice(dev);
+    if (e != cudaSuccess) {
+        cuda_fail(e, "cudaSetDevice");
+        return nullptr;
+    }
+    std::call_once(device_once[dev], [dev] {
+        Device &d = devices[dev];
+        cudaError_t err = cudaStreamCreateWithFlags(&d.stream,
+                                                    cudaStreamNonBlocking);
+        if (err == cudaSuccess)
+            err = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount,
+                                         dev);
+        // Scratch from cudaMallocAsync (reduction partials) stays in the
+        // pool across synchronisations instead of being unmapped and mapped
+        // again on the next call.
+        cudaMemPool_t pool;
+        if (err == cudaSuccess &&
+            cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+            uint64_t keep = UINT64_MAX;
+            cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold,
+                                    &keep);
+        }
+        if (err != cudaSuccess) {
+            device_status[dev] = 1;
+            snprintf(device_error[dev], sizeof device_error[dev],
+                     "starting GPU %d: %s", dev, cudaGetErrorString(err));
+        }
+    });
+    if (device_status[dev]) {
+        fail(EM_ERR_RUNTIME, "%s", device_error[dev]);
+        return nullptr;
+    }
+    return &devices[dev];
+}
+
+#define EMC_DEVICE(d, dev)                                                     \
+    Device *d = device(dev);                                                   \
+    if (!d)                                                                    \
+        return EM_ERR_RUNTIME
+
+static int device_count() {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        fail(EM_ERR_UNSUPPORTED,
+             "no usable CUDA driver or device (cudaGetDeviceCount: %s, %s)",
+             cudaGetErrorName(e), cudaGetErrorString(e));
+        return 0;
+    }
+    if (n == 0)
+        fail(EM_ERR_UNSUPPORTED, "no CUDA device found");
+    return n > EM_DEVICE_MAX_GPUS ? EM_DEVICE_MAX_GPUS : n;
+}
+
+// ---- memory -----------------------------------------------------------------
+
+static int dev_malloc(int dev, size_t nbytes, void **out) {
+    *out = nullptr;
+    EMC_DEVICE(d, dev);
+    (void)d;
+    cudaError_t e = cudaMalloc(out, nbytes);
+    if (e != cudaSuccess) {
+        *out = nullptr;
+        return cuda_fail(e, "cudaMalloc");
+    }
+    return 0;
+}
+
+// cudaFree waits for the device, so a block still read by queued kernels is
+// never released early.
+static void dev_free(int dev, void *p) {
+    if (device(dev))
+        cudaFree(p);
+}
+
+static int dev_memset(int dev, void *p, int value, size_t nbytes) {
+    EMC_DEVICE(d, dev);
+    EMC_TRY(cudaMemsetAsync(p, value, nbytes, d->stream));
+    return 0;
+}
+
+// One pinned staging buffer per device, used by one copy at a time: copies
+// of any size stream through it in chunks, so pageable caller memory never
+// needs pinning and the bytes cross the bus at pinned speed.
+static constexpr size_t STAGING = (size_t)32 << 20;
+static void *staging[EM_DEVICE_MAX_GPUS];
+static std::mutex staging_lock[EM_DEVICE_MAX_GPUS];
+
+static int staging_for(int dev, void **out) {
+    if (!staging[dev])
+        EMC_TRY(cudaHostAlloc(&staging[dev], STAGING, cudaHostAllocDefault));
+    *out = staging[dev];
+    return 0;
+}
+
+static int copy_to_device(int dev, void *dst, const void *src, size_t n) {
+    EMC_DEVICE(d, dev);
+    std::lock_guard<std::mutex> guard(staging_lock[dev]);
+    void *stage = nullptr;
+    int rc = staging_for(dev, &stage);
+    if (rc)
+        return rc;
+    for (size_t off = 0; off < n; off += STAGING) {
+        size_t len = n - off < STAGING ? n - off : STAGING;
+        // The previous chunk's copy must finish before the buffer is refilled.
+        EMC_TRY(cudaStreamSynchronize(d->stream));
+        memcpy(stage, (const char *)src + off, len);
+        EMC_TRY(cudaMemcpyAsync((char *)dst + off, stage, len,
+                                cudaMemcpyHostToDevice, d->stream));
+    }
+    EMC_TRY(cudaStreamSynchronize(d->stream));
+    return 0;
+}
+
+static int copy_to_host(int dev, void *dst, const void *src, size_t n) {
+    EMC_DEVICE(d, dev);
+    std::lock_guard<std::mutex> guard(staging_lock[dev]);
+    void *stage = nullptr;
+    int rc = staging_for(dev, &stage);
+    if (rc)
+        return rc;
+    for (size_t off = 0; off < n; off += STAGING) {
+        size_t len = n - off < STAGING ? n - off : STAGING;
+        EMC_TRY(cudaMemcpyAsync(stage, (const char *)src + off, len,
+                                cudaMemcpyDeviceToHost, d->stream));
+        // Also surfaces any error of the kernels that produced `src`.
+        EMC_TRY(cudaStreamSynchronize(d->stream));
+        memcpy((char *)dst + off, stage, len);
+    }
+    if (n == 0)
+        EMC_TRY(cudaStreamSynchronize(d->stream));
+    return 0;
+}
+
+static int synchronize(int dev) {
+    EMC_DEVICE(d, dev);
+    EMC_TRY(cudaStreamSynchronize(d->stream));
+    return 0;
+}
+
+// ---- kernels ------------------------------------------------------------
+
+static int elementwise(int dev, const em_cuda_ew *job) {
+    EMC_DEVICE(d, dev);
+    if (job->n == 0)
+        return 0;
+    switch (job->family) {
+    case EM_CUDA_UNARY:
+        return launch_unary(d, job);
+    case EM_CUDA_BINARY:
+        return launch_binary(d, job);
+    default:
+        return launch_misc(d, job);
+    }
+}
+
+static int iota(int dev, int dtype, void *out, int64_t n, int64_t dim,
+                int64_t inner) {
+    EMC_DEVICE(d, dev);
+    return n ? launch_iota(d, dtype, out, n, dim, inner) : 0;
+}
+
+static int reduce(int dev, const em_cuda_reduce *job) {
+    EMC_DEVICE(d, dev);
+    return job->nout ? launch_reduce(d, job) : 0;
+}
+
+static int gemm(int dev, const em_cuda_gemm *job) {
+    EMC_DEVICE(d, dev);
+    return launch_gemm(dev, d, job);
+}
+
+static int random_bits(int dev, const uint32_t *key, int64_t key_stride,
+                       void *out, int dtype, int64_t m, int64_t half,
+                       int64_t count) {
+    EMC_DEVICE(d, dev);
+    return count ? launch_random_bits(d, key, key_stride, out, dtype, m, half,
+                                      count)
+                 : 0;
+}
+
+static int threefry_pairs(int dev, const uint32_t *key, int64_t key_stride,
+                          const uint32_t *in, uint32_t *out, int64_t npairs) {
+    EMC_DEVICE(d, dev);
+    return npairs ? launch_threefry_pairs(d, key, key_stride, in, out, npairs)
+                  : 0;
+}
+
+static int gather(int dev, const em_cuda_gather *job) {
+    EMC_DEVICE(d, dev);
+    return launch_gather(d, job);
+}
+
+static int scan(int dev, const em_cuda_scan *job) {
+    EMC_DEVICE(d, dev);
+    return job->nlanes && job->n ? launch_scan(d, job) : 0;
+}
+
+// ---- events -------------------------------------------------------------
+
+static int event_record(int dev, void **out) {
+    EMC_DEVICE(d, dev);
+    cudaEvent_t e;
+    EMC_TRY(cudaEventCreate(&e));
+    cudaError_t err = cudaEventRecord(e, d->stream);
+    if (err != cudaSuccess) {
+        cudaEventDestroy(e);
+        return cuda_fail(err, "cudaEventRecord");
+    }
+    *out = (void *)e;
+    return 0;
+}
+
+static int event_elapsed(void *start, void *end, double *ms) {
+    float t = 0;
+    EMC_TRY(cudaEventSynchronize((cudaEvent_t)end));
+    EMC_TRY(cudaEventElapsedTime(&t, (cudaEvent_t)start, (cudaEvent_t)end));
+    *ms = t;
+    return 0;
+}
+
+static void event_destroy(void *e) {
+    if (e)
+        cudaEventDestroy((cudaEvent_t)e);
+}
+
+static const em_cuda_api api = {
+    EM_CUDA_API_VERSION,
+    last_error,
+    device_count,
+    dev_malloc,
+    dev_free,
+    dev_memset,
+    copy_to_device,
+    copy_to_host,
+    synchronize,
+    elementwise,
+    iota,
+    reduce,
+    gemm,
+    random_bits,
+    threefry_pairs,
+    gather,
+    scan,
+    event_record,
+    event_elapsed,
+    event_destroy,
+};
+
+} // namespace emc
+
+extern "C" __attribute__((visibility("default"))) const em_cuda_api *
+emily_cuda_get_api(void) {
+    return &emc::api;
+}
