@@ -49,8 +49,9 @@ defmodule Emily.Tensor.Backend do
   Sets the default backend of this process and returns the previous one.
 
   Raises `ArgumentError` for a backend other than `Emily.Tensor` and for an
-  unknown device. Setting `device: :gpu` is accepted; creating a tensor on
-  it raises until the CUDA backend lands.
+  unknown device. Setting `device: :gpu` is accepted; creating a tensor
+  then puts it on the GPU, or raises `ArgumentError` saying why when the
+  CUDA backend is not available.
 
   ## Examples
 
@@ -58,8 +59,6 @@ defmodule Emily.Tensor.Backend do
       {Emily.Tensor, [device: :cpu]}
       iex> Emily.Tensor.default_backend({Emily.Tensor, device: :gpu})
       {Emily.Tensor, [device: :cpu]}
-      iex> Emily.Tensor.tensor([1, 2])
-      ** (ArgumentError) device :gpu: the CUDA backend is not available in this build (use :cpu)
       iex> Emily.Tensor.default_backend(Emily.Tensor)
       {Emily.Tensor, [device: :gpu]}
 
@@ -101,10 +100,10 @@ defmodule Emily.Tensor.Backend do
       ...> end)
       {Emily.Tensor, [device: :cpu]}
 
-      iex> Emily.Tensor.with_default_backend({Emily.Tensor, device: :gpu}, fn ->
-      ...>   Emily.Tensor.iota({3})
+      iex> Emily.Tensor.with_default_backend({Emily.Tensor, device: :cpu}, fn ->
+      ...>   Emily.Tensor.device(Emily.Tensor.iota({3}))
       ...> end)
-      ** (ArgumentError) device :gpu: the CUDA backend is not available in this build (use :cpu)
+      :cpu
 
   """
   @spec with_default_backend(backend(), (() -> result)) :: result when result: term()
@@ -151,22 +150,29 @@ defmodule Emily.Tensor.Backend do
   """
   @spec backend_copy(term(), backend() | nil) :: term()
   def backend_copy(container, backend \\ nil) do
-    device_of(backend)
-    map_tensors(container, "backend_copy", &copy/1)
+    device = device_of(backend)
+    map_tensors(container, "backend_copy", &(&1 |> copy() |> Core.place(device)))
   end
 
   defp copy(t) do
     ref = live_ref!(t, "backend_copy")
     contiguous = Native.contiguous(ref)
     Emily.eval(contiguous)
-    Core.wrap(Native.copy(contiguous))
+
+    # The engine copies host bytes; a GPU array's own contiguous copy is
+    # already a buffer of its own.
+    if Native.array_device(ref) == 0,
+      do: Core.wrap(Native.copy(contiguous)),
+      else: Core.wrap(contiguous)
   end
 
   @doc """
   Moves the tensors of a container to `backend` (the default backend when
-  nil). On the device they already are (`:cpu`, the only one of this
-  build) the tensors are returned unchanged; Nx deallocates the source of
-  a transfer, which here is the result itself.
+  nil): `{Emily.Tensor, device: :gpu}` copies them to the GPU through
+  `Emily.Tensor.to_device/2`, and raises `ArgumentError` saying why when the
+  CUDA backend is not available. Tensors already on that device are
+  returned unchanged (Nx deallocates the source of a transfer, which here
+  is the result itself).
 
   ## Examples
 
@@ -174,14 +180,15 @@ defmodule Emily.Tensor.Backend do
       iex> Emily.Tensor.backend_transfer(t) == t
       true
 
-      iex> Emily.Tensor.backend_transfer(Emily.Tensor.tensor([1]), {Emily.Tensor, device: :gpu})
-      ** (ArgumentError) device :gpu: the CUDA backend is not available in this build (use :cpu)
+      iex> t = Emily.Tensor.tensor([1])
+      iex> Emily.Tensor.backend_transfer({t}, {Emily.Tensor, device: :cpu}) == {t}
+      true
 
   """
   @spec backend_transfer(term(), backend() | nil) :: term()
   def backend_transfer(container, backend \\ nil) do
-    :cpu = device_of(backend)
-    map_tensors(container, "backend_transfer", & &1)
+    device = device_of(backend)
+    map_tensors(container, "backend_transfer", &Core.place(&1, device))
   end
 
   @doc """

@@ -192,10 +192,10 @@ defmodule Emily.Tensor.Core do
   end
 
   @doc """
-  The device a creation function computes on: its `:backend` option when
-  given (nil means the default backend), checked to be available in this
-  build. `:cpu` is the only one until the CUDA backend lands; this is the
-  single place that decides it.
+  The device a creation function puts its result on: its `:backend` option
+  when given (nil means the default backend), checked to be available (the
+  GPU needs the CUDA plugin, a driver and a device). The single place that
+  decides it.
   """
   def device_for(opts) when is_list(opts) do
     {Emily.Tensor, backend_opts} =
@@ -207,12 +207,25 @@ defmodule Emily.Tensor.Core do
     device!(backend_opts[:device])
   end
 
-  @doc "Raises unless `device` is available in this build; returns it."
+  @doc "Raises unless `device` is available here; returns it."
   def device!(:cpu), do: :cpu
 
   def device!(:gpu) do
-    raise ArgumentError,
-          "device :gpu: the CUDA backend is not available in this build (use :cpu)"
+    Emily.Device.check!("Emily.Tensor", :gpu)
+    :gpu
+  end
+
+  @doc """
+  `t` on `device`: itself when it is there already, else a transfer
+  (`Emily.Tensor.to_device/2`: the only way data moves between devices).
+  """
+  def place(%Emily.Tensor{} = t, :cpu), do: if_elsewhere(t, :cpu)
+  def place(%Emily.Tensor{} = t, :gpu), do: if_elsewhere(t, {:gpu, 0})
+
+  defp if_elsewhere(t, device) do
+    if Emily.Device.from_index(Native.array_device(t.ref)) == device,
+      do: t,
+      else: wrap(Native.to_device(t.ref, Emily.Device.to_index!(device)))
   end
 
   @doc "Normalises an axis against `rank` (negative counts from the end) or raises."

@@ -86,9 +86,9 @@ defmodule Emily.Tensor.Creation do
   @spec tensor(term(), keyword()) :: tensor()
   def tensor(arg, opts \\ []) do
     opts = Core.options!(opts, type: nil, names: nil, backend: nil)
-    Core.device_for(opts)
+    device = Core.device_for(opts)
     type = if t = opts[:type], do: Type.normalize!(t)
-    build(arg, type, opts[:names])
+    arg |> build(type, opts[:names]) |> Core.place(device)
   end
 
   defp build(%Emily.Tensor{} = t, type, names) do
@@ -416,7 +416,7 @@ defmodule Emily.Tensor.Creation do
   """
   @spec from_binary(binary(), term(), keyword()) :: tensor()
   def from_binary(binary, type, opts \\ []) when is_binary(binary) do
-    opts |> Core.options!(backend: nil) |> Core.device_for()
+    device = opts |> Core.options!(backend: nil) |> Core.device_for()
     type = Type.normalize!(type)
     size = Type.byte_size(type)
 
@@ -426,6 +426,7 @@ defmodule Emily.Tensor.Creation do
       do: raise(ArgumentError, "binary does not match the given size")
 
     Core.wrap(Native.from_binary(binary, [div(Kernel.byte_size(binary), size)], type))
+    |> Core.place(device)
   end
 
   @doc """
@@ -908,7 +909,7 @@ defmodule Emily.Tensor.Creation do
         type: {:s, 32}
       )
 
-    Core.device_for(opts)
+    device = Core.device_for(opts)
     shape = shape!(tensor_or_shape)
     check_names!(opts[:names], tuple_size(shape))
     type = Type.normalize!(opts[:type])
@@ -924,6 +925,7 @@ defmodule Emily.Tensor.Creation do
         axis = Core.axis!(axis, length(dims))
         Core.wrap(Native.iota(dims, axis, type))
     end
+    |> Core.place(device)
   end
 
   defp shape!(%Emily.Tensor{shape: shape}), do: shape
@@ -986,7 +988,7 @@ defmodule Emily.Tensor.Creation do
   @spec eye(pos_integer() | tuple() | tensor(), keyword()) :: tensor()
   def eye(n_or_shape, opts \\ []) do
     opts = Core.options!(opts, names: nil, backend: nil, vectorized_axes: nil, type: {:s, 32})
-    Core.device_for(opts)
+    device = Core.device_for(opts)
     type = Type.normalize!(opts[:type])
 
     shape =
@@ -1001,7 +1003,7 @@ defmodule Emily.Tensor.Creation do
     end
 
     check_names!(opts[:names], tuple_size(shape))
-    Core.wrap(Native.eye(Tuple.to_list(shape), 0, type))
+    Core.wrap(Native.eye(Tuple.to_list(shape), 0, type)) |> Core.place(device)
   end
 
   @doc """
