@@ -1,5 +1,6 @@
 # One MLP training step (forward + backward + SGD update): Emily
-# (Emily.Compiler.Autodiff.value_and_grad, lazy graph then one eval) against
+# (Emily.Compiler.value_and_grad, lazy graph then one eval; and the same
+# step under Emily.Compiler.jit) against
 # numpy's hand-written forward/backward and MLX CPU
 # (mx.compile(mx.value_and_grad(...))), in the same run.
 #
@@ -11,7 +12,6 @@
 # and the ratios (> 1: Emily is faster). MLX is optional (pip install mlx
 # mlx-cpu for the python3 on PATH).
 
-alias Emily.Compiler.Autodiff
 alias Emily.Tensor, as: T
 
 reps =
@@ -66,7 +66,7 @@ loss_fn = fn [w1, b1, w2, b2, w3, b3] ->
   log_probs |> T.multiply(y) |> T.sum(axes: [1]) |> T.mean() |> T.negate()
 end
 
-value_and_grad = Autodiff.value_and_grad(loss_fn)
+value_and_grad = Emily.Compiler.value_and_grad(loss_fn)
 
 eval_all = fn tensors ->
   :ok = Emily.Native.await(Emily.Native.eval(Emily.Stream.current(), Enum.map(tensors, & &1.ref)))
@@ -74,22 +74,14 @@ end
 
 eval_all.([x, y | params])
 
-step = fn params ->
+update = fn params ->
   {loss, grads} = value_and_grad.(params)
-  params = Enum.zip_with(params, grads, fn p, g -> T.subtract(p, T.multiply(g, lr)) end)
-  eval_all.([loss | params])
-  {params, T.to_number(loss)}
+  {loss, Enum.zip_with(params, grads, fn p, g -> T.subtract(p, T.multiply(g, lr)) end)}
 end
 
-{times, losses, _params} =
-  Enum.reduce(1..(warmup + reps), {[], [], params}, fn _, {times, losses, params} ->
-    t0 = System.monotonic_time(:microsecond)
-    {params, loss} = step.(params)
-    dt = (System.monotonic_time(:microsecond) - t0) / 1000
-    {[dt | times], [loss | losses], params}
-  end)
-
-{first_loss, last_loss} = {List.last(losses), hd(losses)}
+# The same step traced once and replayed (forward, backward and update in
+# one program).
+compiled_update = Emily.Compiler.jit(update)
 
 median = fn list ->
   sorted = Enum.sort(list)
@@ -100,7 +92,28 @@ median = fn list ->
     else: (Enum.at(sorted, div(n, 2) - 1) + Enum.at(sorted, div(n, 2))) / 2
 end
 
-emily_ms = times |> Enum.take(reps) |> median.()
+# {median ms/step, first loss, last loss} over `reps` steps after warm-up.
+run_steps = fn update ->
+  step = fn params ->
+    {loss, params} = update.(params)
+    eval_all.([loss | params])
+    {params, T.to_number(loss)}
+  end
+
+  {times, losses, _params} =
+    Enum.reduce(1..(warmup + reps), {[], [], params}, fn _, {times, losses, params} ->
+      t0 = System.monotonic_time(:microsecond)
+      {params, loss} = step.(params)
+      dt = (System.monotonic_time(:microsecond) - t0) / 1000
+      {[dt | times], [loss | losses], params}
+    end)
+
+  [times |> Enum.take(reps) |> median.(), List.last(losses), hd(losses)]
+end
+
+eager_result = run_steps.(update)
+compiled_result = run_steps.(compiled_update)
+[emily_ms, first_loss, last_loss] = eager_result
 
 script = Path.join(__DIR__, "mlp_train_bench.py")
 
@@ -153,6 +166,7 @@ row = fn name, [ms, first, last] ->
 end
 
 row.("Emily value_and_grad (lazy, 1 eval)", [emily_ms, first_loss, last_loss])
+row.("Emily jit(value_and_grad + update)", compiled_result)
 
 row.("numpy hand-written, BLAS 1 thread", one_thread["numpy"])
 row.("numpy hand-written, BLAS #{cores} threads", all_threads["numpy"])
