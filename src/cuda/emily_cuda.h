@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define EM_CUDA_API_VERSION 4
+#define EM_CUDA_API_VERSION 5
 #define EM_CUDA_MAX_NDIM 8
 #define EM_CUDA_MAX_IN 3
 
@@ -111,6 +111,27 @@ typedef struct em_cuda_scan {
     void *out;
 } em_cuda_scan;
 
+/* Strided copy by element size (pad, concatenate, put_slice, the dynamic
+ * slices, eye): element at coordinates c (row-major over shape) moves from
+ * src + sum c[d] * src_stride[d] to dst + sum c[d] * dst_stride[d] (element
+ * strides, possibly 0). With `starts` set (an integer array of dtype
+ * dtype_starts, nstarts entries starts_stride elements apart, on the
+ * device), one more offset sum_i clamp(starts[i], 0, start_hi[i]) *
+ * start_mul[i] is added to the src side (starts_side 1) or the dst side
+ * (2): the dynamic slices' clamped starts, read on the GPU. */
+typedef struct em_cuda_copy {
+    int elem_size, ndim; /* 1, 2, 4, 8 or 16 bytes; ndim >= 1 */
+    int64_t n;
+    int64_t shape[EM_CUDA_MAX_NDIM];
+    int64_t src_stride[EM_CUDA_MAX_NDIM], dst_stride[EM_CUDA_MAX_NDIM];
+    const void *src;
+    void *dst;
+    const void *starts;
+    int dtype_starts, starts_side, nstarts;
+    int64_t starts_stride;
+    int64_t start_hi[EM_CUDA_MAX_NDIM], start_mul[EM_CUDA_MAX_NDIM];
+} em_cuda_copy;
+
 typedef struct em_cuda_api {
     int version; /* EM_CUDA_API_VERSION */
     const char *(*last_error)(void);
@@ -147,6 +168,7 @@ typedef struct em_cuda_api {
 
     int (*gather)(int dev, const em_cuda_gather *job);
     int (*scan)(int dev, const em_cuda_scan *job);
+    int (*copy)(int dev, const em_cuda_copy *job);
 
     /* Events for timing. */
     int (*event_record)(int dev, void **out);

@@ -238,6 +238,11 @@ static int scan(int dev, const em_cuda_scan *job) {
     return job->nlanes && job->n ? launch_scan(d, job) : 0;
 }
 
+static int copy(int dev, const em_cuda_copy *job) {
+    EMC_DEVICE(d, dev);
+    return job->n ? launch_copy(d, job) : 0;
+}
+
 // ---- events -------------------------------------------------------------
 
 static int event_record(int dev, void **out) {
@@ -284,6 +289,7 @@ static const em_cuda_api api = {
     threefry_pairs,
     gather,
     scan,
+    copy,
     event_record,
     event_elapsed,
     event_destroy,

@@ -209,6 +209,21 @@ em_status em__gpu_gather_eval(em_array *node);
 em_status em__gpu_take_eval(em_array *node);
 em_status em__gpu_take_along_eval(em_array *node);
 em_status em__gpu_scan_eval(em_array *node);
+/* Shape ops (gpu_shape.c); eye's GPU eval is in creation.c. */
+em_status em__gpu_pad_eval(em_array *node);
+em_status em__gpu_concat_eval(em_array *node);
+em_status em__gpu_put_slice_eval(em_array *node);
+em_status em__gpu_dynamic_slice_eval(em_array *node);
+em_status em__gpu_dynamic_put_slice_eval(em_array *node);
+/* eye's GPU eval: the k-th diagonal set to `one` (the dtype's 1 as stored). */
+em_status em__gpu_eye_eval_with(em_array *node, int64_t k, const void *one);
+/* Queue a strided element copy on `device` (a GPU), as em__copy_strided:
+ * strides in elements, dst_strides NULL for row-major. */
+em_status em__gpu_copy_strided(em_device device, void *dst,
+                               const int64_t *dst_strides, const void *src,
+                               const int64_t *src_strides,
+                               const int64_t *shape, int ndim,
+                               size_t elem_size);
 
 /* Typed element pointer of an evaluated array at its offset. */
 static inline void *em__data(const em_array *a) {

@@ -17,6 +17,7 @@
  */
 #include "emily.h"
 #include "emily_device.h"
+#include "emily_pad.h"
 #include "emily_random.h"
 #include "emily_scan.h"
 #include "emily_sort.h"
@@ -1076,6 +1077,134 @@ static void test_index(void) {
         }
 }
 
+/* ---- shape ops: pad, concatenate, put_slice, dynamic slices, eye ------- */
+
+/* The inputs of one shape case on one device: x [5, 7] and u [3, 2] in the
+ * layout under test, v a scalar, starts a 1-D integer array. */
+typedef struct shape_inputs {
+    em_array *x, *u, *v, *starts;
+} shape_inputs;
+
+enum { SHAPE_PAD, SHAPE_CONCAT, SHAPE_PUT, SHAPE_DSLICE, SHAPE_DPUT, SHAPE_N };
+static const char *shape_names[] = {"pad", "concatenate", "put_slice",
+                                    "dynamic_slice", "dynamic_put_slice"};
+
+static em_status shape_case(int which, const shape_inputs *in,
+                            em_array **out) {
+    switch (which) {
+    case SHAPE_PAD: { /* negative, positive and interior padding */
+        int64_t low[2] = {2, -3}, high[2] = {-2, 3}, interior[2] = {1, 2};
+        return em_pad(in->x, in->v, low, high, interior, out);
+    }
+    case SHAPE_CONCAT: {
+        em_array *parts[3] = {in->x, in->x, in->x};
+        em_array *rows = NULL;
+        em_status st = em_concatenate(parts, 3, 1, &rows);
+        em_array *both[2] = {rows, rows};
+        if (st == EM_OK)
+            st = em_concatenate(both, 2, 0, out);
+        em_array_release(rows);
+        return st;
+    }
+    case SHAPE_PUT:
+    case SHAPE_DPUT: {
+        /* A fresh contiguous copy held only by the node: its buffer may be
+         * donated to the output (the in-place path). */
+        em_array *a = NULL;
+        em_status st = em_contiguous(in->x, &a);
+        int64_t start[2] = {1, 4};
+        if (st == EM_OK)
+            st = which == SHAPE_PUT
+                     ? em_put_slice(a, start, in->u, out)
+                     : em_dynamic_put_slice(a, in->starts, in->u, out);
+        em_array_release(a);
+        return st;
+    }
+    default: {
+        int64_t sizes[2] = {3, 5}, strides[2] = {1, 2};
+        return em_dynamic_slice(in->x, in->starts, sizes, strides, out);
+    }
+    }
+}
+
+static void test_shape(void) {
+    static const int64_t start_sets[3][2] = {{-3, 100}, {2, 1}, {1, 3}};
+    em_dtype idx_dtypes[3] = {EM_S32, EM_U8, EM_U64};
+    for (int di = 0; di < NDTYPES; di++) {
+        em_dtype d = all_dtypes[di];
+        if (skip_dtype(d))
+            continue;
+        for (int l = 0; l < LAYOUT_COUNT; l++) {
+            em_array *xb = base_for(d, 5, 7, (enum layout)l, true, 0);
+            em_array *ub = base_for(d, 3, 2, (enum layout)l, true, 0);
+            int64_t one = 1;
+            em_array *v1 = random_array(d, &one, 1, true, 0), *v = NULL;
+            die_on(em_reshape(v1, NULL, 0, &v), "reshape");
+            for (int si = 0; si < 3; si++) {
+                em_array *s64 = NULL, *starts = NULL;
+                int64_t two = 2;
+                die_on(em_from_data(start_sets[si], sizeof start_sets[si],
+                                    &two, 1, EM_S64, &s64),
+                       "starts");
+                die_on(em_as_type(s64, idx_dtypes[si], &starts), "as_type");
+                shape_inputs on[2];
+                for (int k = 0; k < 2; k++) {
+                    em_device dev = k ? GPU : EM_DEVICE_CPU;
+                    on[k].x = view_on(xb, dev, (enum layout)l);
+                    on[k].u = view_on(ub, dev, (enum layout)l);
+                    die_on(em_to_device(v, dev, &on[k].v), "to_device");
+                    die_on(em_to_device(starts, dev, &on[k].starts),
+                           "to_device");
+                }
+                for (int w = 0; w < SHAPE_N; w++) {
+                    /* the static ops do not read the starts */
+                    if (si > 0 && w != SHAPE_DSLICE && w != SHAPE_DPUT)
+                        continue;
+                    em_array *rc = NULL, *rg = NULL;
+                    char what[128];
+                    snprintf(what, sizeof what, "%s %s %s starts %s", 
+                             shape_names[w], em_dtype_name(d), layout_names[l],
+                             em_dtype_name(idx_dtypes[si]));
+                    die_on(shape_case(w, &on[0], &rc), what);
+                    die_on(shape_case(w, &on[1], &rg), what);
+                    double e = rc && rg ? compare(rc, rg, what, 0) : INFINITY;
+                    record("shape", what, e <= 1, e);
+                    em_array_release(rc);
+                    em_array_release(rg);
+                }
+                for (int k = 0; k < 2; k++) {
+                    em_array *arr[] = {on[k].x, on[k].u, on[k].v,
+                                       on[k].starts};
+                    for (int i = 0; i < 4; i++)
+                        em_array_release(arr[i]);
+                }
+                em_array_release(s64);
+                em_array_release(starts);
+            }
+            em_array *arr[] = {xb, ub, v1, v};
+            for (int i = 0; i < 4; i++)
+                em_array_release(arr[i]);
+        }
+        /* eye: batched, diagonals below, on, above and outside */
+        int64_t eshape[3] = {2, 4, 5};
+        int64_t ks[5] = {-3, 0, 2, 9, INT64_MIN};
+        for (int ki = 0; ki < 5; ki++) {
+            em_array *rc = NULL, *rg = NULL;
+            char what[96];
+            snprintf(what, sizeof what, "eye %s k=%lld", em_dtype_name(d),
+                     (long long)ks[ki]);
+            die_on(em_eye(eshape, 3, ks[ki], d, &rc), what);
+            em_device old = em_set_default_device(GPU);
+            die_on(em_eye(eshape, 3, ks[ki], d, &rg), what);
+            em_set_default_device(old);
+            double e = rc && rg ? compare(rc, rg, what, 0) : INFINITY;
+            record("shape", what, e <= 1, e);
+            em_array_release(rc);
+            em_array_release(rg);
+        }
+    }
+}
+
 /* ---- random bits: bit-identical to the CPU ------------------------------ */
 
 static void test_random(void) {
@@ -1176,6 +1305,7 @@ int main(void) {
     test_random();
     test_index();
     test_scan();
+    test_shape();
     test_threads();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;

@@ -141,7 +141,14 @@ static em_status eye_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim eye_prim = {"eye", eye_eval, NULL};
+static em_status eye_gpu_eval(em_array *node) {
+    unsigned char one[16] = {0};
+    store_one(node->dtype, one);
+    return em__gpu_eye_eval_with(node, ((const eye_params *)node->params)->k,
+                                 one);
+}
+
+static const em_prim eye_prim = {"eye", eye_eval, NULL, eye_gpu_eval};
 
 em_status em_eye(const int64_t *shape, int ndim, int64_t k, em_dtype dtype,
                  em_array **out) {

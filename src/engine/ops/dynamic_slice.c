@@ -75,7 +75,8 @@ static em_status dslice_eval(em_array *node) {
 }
 
 static const em_prim dslice_prim = {"dynamic_slice", dslice_eval,
-                                    em__vjp_dynamic_slice};
+                                    em__vjp_dynamic_slice,
+                                    em__gpu_dynamic_slice_eval};
 
 em_status em_dynamic_slice(em_array *a, em_array *starts, const int64_t *sizes,
                            const int64_t *strides, em_array **out) {
@@ -135,7 +136,8 @@ static em_status dput_eval(em_array *node) {
 }
 
 static const em_prim dput_prim = {"dynamic_put_slice", dput_eval,
-                                  em__vjp_dynamic_put_slice};
+                                  em__vjp_dynamic_put_slice,
+                                  em__gpu_dynamic_put_slice_eval};
 
 em_status em_dynamic_put_slice(em_array *a, em_array *starts, em_array *update,
                                em_array **out) {

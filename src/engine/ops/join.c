@@ -39,7 +39,8 @@ static em_status put_slice_eval(em_array *node) {
 }
 
 static const em_prim put_slice_prim = {"put_slice", put_slice_eval,
-                                       em__vjp_put_slice};
+                                       em__vjp_put_slice,
+                                       em__gpu_put_slice_eval};
 
 em_status em_put_slice(em_array *a, const int64_t *start, em_array *update,
                        em_array **out) {
@@ -98,7 +99,7 @@ static em_status concat_eval(em_array *node) {
 }
 
 static const em_prim concat_prim = {"concatenate", concat_eval,
-                                    em__vjp_concatenate};
+                                    em__vjp_concatenate, em__gpu_concat_eval};
 
 em_status em_concatenate(em_array *const *arrays, size_t n, int axis,
                          em_array **out) {

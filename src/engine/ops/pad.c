@@ -55,7 +55,8 @@ static em_status pad_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim pad_prim = {"pad", pad_eval, em__vjp_pad};
+static const em_prim pad_prim = {"pad", pad_eval, em__vjp_pad,
+                                 em__gpu_pad_eval};
 
 em_status em_pad(em_array *a, em_array *value, const int64_t *low,
                  const int64_t *high, const int64_t *interior, em_array **out) {
