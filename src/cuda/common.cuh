@@ -207,6 +207,8 @@ int launch_gemm(int dev, Device *d, const em_cuda_gemm *job);
 int launch_gather(Device *d, const em_cuda_gather *g);
 int launch_scan(Device *d, const em_cuda_scan *s);
 int launch_copy(Device *d, const em_cuda_copy *c);
+int launch_scatter(Device *d, const em_cuda_scatter *s);
+int launch_sort(Device *d, const em_cuda_sort *s);
 int launch_random_bits(Device *d, const uint32_t *key, int64_t key_stride,
                        void *out, int dtype, int64_t m, int64_t half,
                        int64_t count);

@@ -132,6 +132,47 @@ typedef struct em_cuda_copy {
     int64_t start_hi[EM_CUDA_MAX_NDIM], start_mul[EM_CUDA_MAX_NDIM];
 } em_cuda_copy;
 
+/* indexed_add / indexed_put: one thread per element of the updates (ndim
+ * axes, coordinates c row-major over shape; the first nrow_dims axes walk
+ * the index rows, row number r row-major over them). The element
+ * updates[sum c[d] * u_stride[d]] combines into out at
+ *   sum c[d] * o_stride[d] + sum_j clamp(index_j, axis_dim[j]) * axis_stride[j]
+ * with index_j at indices + sum c[d] * i_stride[d] + j * entry_stride
+ * (o_stride is 0 on row axes, i_stride 0 on the others). add: atomically
+ * (integers wrap, f16/bf16 round per update; the order of float additions
+ * is not fixed). put: the highest row r per target wins, as the CPU's
+ * in-order writes: `winner` (one int64 per output element, all -1) takes
+ * an atomicMax of r, then only the winning row writes. */
+typedef struct em_cuda_scatter {
+    int add, dtype, dtype_index, ndim, nrow_dims, k;
+    int64_t n;
+    int64_t shape[EM_CUDA_MAX_NDIM];
+    int64_t u_stride[EM_CUDA_MAX_NDIM], i_stride[EM_CUDA_MAX_NDIM],
+        o_stride[EM_CUDA_MAX_NDIM];
+    int64_t entry_stride;
+    int64_t axis_stride[EM_CUDA_MAX_NDIM], axis_dim[EM_CUDA_MAX_NDIM];
+    const void *updates, *indices;
+    void *out;
+    int64_t *winner;
+} em_cuda_scatter;
+
+/* sort / argsort: every row (n elements `in_axis_stride` apart, one per
+ * position of the other axes: nouter of them, row r unravelled row-major
+ * over oshape to offsets istride / ostride) sorted stably by the CPU's
+ * order-preserving keys (sort.c: NaN above +Inf, -0 == +0; descending
+ * inverts the keys). Writes the values (dtype) or the indices along the
+ * axis (out_dtype, an integer dtype) at out + ostride offset + k *
+ * out_axis_stride. */
+typedef struct em_cuda_sort {
+    int dtype, out_dtype, indices, descending, nouter;
+    int64_t n, rows;
+    int64_t oshape[EM_CUDA_MAX_NDIM], istride[EM_CUDA_MAX_NDIM],
+        ostride[EM_CUDA_MAX_NDIM];
+    int64_t in_axis_stride, out_axis_stride;
+    const void *in;
+    void *out;
+} em_cuda_sort;
+
 typedef struct em_cuda_api {
     int version; /* EM_CUDA_API_VERSION */
     const char *(*last_error)(void);
@@ -169,6 +210,8 @@ typedef struct em_cuda_api {
     int (*gather)(int dev, const em_cuda_gather *job);
     int (*scan)(int dev, const em_cuda_scan *job);
     int (*copy)(int dev, const em_cuda_copy *job);
+    int (*scatter)(int dev, const em_cuda_scatter *job);
+    int (*sort)(int dev, const em_cuda_sort *job);
 
     /* Events for timing. */
     int (*event_record)(int dev, void **out);

@@ -243,6 +243,16 @@ static int copy(int dev, const em_cuda_copy *job) {
     return job->n ? launch_copy(d, job) : 0;
 }
 
+static int scatter(int dev, const em_cuda_scatter *job) {
+    EMC_DEVICE(d, dev);
+    return job->n ? launch_scatter(d, job) : 0;
+}
+
+static int sort(int dev, const em_cuda_sort *job) {
+    EMC_DEVICE(d, dev);
+    return job->n && job->rows ? launch_sort(d, job) : 0;
+}
+
 // ---- events -------------------------------------------------------------
 
 static int event_record(int dev, void **out) {
@@ -290,6 +300,8 @@ static const em_cuda_api api = {
     gather,
     scan,
     copy,
+    scatter,
+    sort,
     event_record,
     event_elapsed,
     event_destroy,

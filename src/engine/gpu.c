@@ -532,3 +532,42 @@ em_status em__gpu_scan_eval(em_array *node) {
     int rc = api->scan(ord, &job);
     return rc ? em__gpu_fail(api, rc, "scan") : EM_OK;
 }
+
+/* ---- sort / argsort ----------------------------------------------------- */
+
+/* Rows laid out as sort.c's eval does: the sorted axis apart, the other
+ * axes unravelled per row; the output is row-major. */
+em_status em__gpu_sort_eval(em_array *node) {
+    const em_cuda_api *api;
+    int ord;
+    em_status st = backend_of(node, &api, &ord);
+    if (st == EM_OK)
+        st = em__alloc_output(node, NULL, 0);
+    const em_array *in = node->inputs[0];
+    if (st != EM_OK || in->size == 0)
+        return st;
+    const sort_params *p = node->params;
+    em_cuda_sort job;
+    memset(&job, 0, sizeof job);
+    job.dtype = in->dtype;
+    job.out_dtype = node->dtype;
+    job.indices = p->indices;
+    job.descending = p->descending;
+    job.rows = 1;
+    for (int d = 0; d < in->ndim; d++) {
+        if (d == p->axis)
+            continue;
+        job.oshape[job.nouter] = in->shape[d];
+        job.istride[job.nouter] = in->strides[d];
+        job.ostride[job.nouter++] = node->strides[d];
+        job.rows *= in->shape[d];
+    }
+    job.n = in->shape[p->axis];
+    job.in_axis_stride = in->strides[p->axis];
+    job.out_axis_stride = node->strides[p->axis];
+    job.in = em__data(in);
+    job.out = em__data(node);
+    int rc = api->sort(ord, &job);
+    return rc ? em__gpu_fail(api, rc, p->indices ? "argsort" : "sort")
+              : EM_OK;
+}

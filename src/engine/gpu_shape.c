@@ -1,7 +1,8 @@
 /*
  * gpu_shape.c — the GPU evals of the shape ops that assemble or cut arrays:
  * pad, concatenate, put_slice, dynamic_slice, dynamic_put_slice (eye's is
- * in creation.c, next to the CPU one).
+ * in creation.c, next to the CPU one), and the scatters that update an
+ * array in place the same way: indexed_add, indexed_put.
  *
  * Each is the CPU eval's sequence of strided copies (pad.c, join.c,
  * dynamic_slice.c) with the copies queued on the GPU by the backend's one
@@ -238,4 +239,69 @@ em_status em__gpu_eye_eval_with(em_array *node, int64_t k, const void *one) {
      * any reuse of the block after them. */
     em__buffer_release(consts);
     return st;
+}
+
+/* ---- indexed_add / indexed_put ------------------------------------------ */
+
+/* The output starts as a's values (its buffer when donated, as on the
+ * CPU); then one thread per update element combines it into its target
+ * (index.c's semantics; see em_cuda_scatter). put first claims each target
+ * for its highest row in a scratch array of int64 row numbers. */
+em_status em__gpu_scatter_eval(em_array *node) {
+    const em_cuda_api *api;
+    int ord;
+    em_status st = em__gpu_backend(node->device, &api, &ord);
+    if (st == EM_OK)
+        st = alloc_from(node);
+    const em_array *idx = node->inputs[1], *upd = node->inputs[2];
+    if (st != EM_OK || node->size == 0 || upd->size == 0)
+        return st;
+    const scatter_params *p = node->params;
+    em_cuda_scatter job;
+    memset(&job, 0, sizeof job);
+    job.add = p->add;
+    job.dtype = node->dtype;
+    job.dtype_index = idx->dtype;
+    job.ndim = upd->ndim;
+    job.nrow_dims = idx->ndim - 1;
+    job.k = p->naxes;
+    job.n = upd->size;
+    for (int d = 0; d < upd->ndim; d++) {
+        job.shape[d] = upd->shape[d];
+        job.u_stride[d] = upd->strides[d];
+    }
+    for (int d = 0; d < job.nrow_dims; d++)
+        job.i_stride[d] = idx->strides[d];
+    job.entry_stride = idx->strides[idx->ndim - 1];
+    unsigned indexed = 0;
+    for (int j = 0; j < p->naxes; j++) {
+        indexed |= 1u << p->axes[j];
+        job.axis_stride[j] = node->strides[p->axes[j]];
+        job.axis_dim[j] = node->shape[p->axes[j]];
+    }
+    /* The updates' trailing axes are the output's other axes, in order. */
+    int d = job.nrow_dims;
+    for (int i = 0; i < node->ndim; i++)
+        if (!(indexed & (1u << i)))
+            job.o_stride[d++] = node->strides[i];
+    job.updates = em__data(upd);
+    job.indices = em__data(idx);
+    job.out = em__data(node);
+    em_buffer *winner = NULL;
+    if (!p->add) {
+        size_t bytes = (size_t)node->size * sizeof(int64_t);
+        st = em__buffer_new_on(node->device, bytes, &winner);
+        if (st != EM_OK)
+            return st;
+        int rc = api->memset(ord, winner->data, 0xff, bytes); /* all -1 */
+        if (rc) {
+            em__buffer_release(winner);
+            return em__gpu_fail(api, rc, node->prim->name);
+        }
+        job.winner = winner->data;
+    }
+    int rc = api->scatter(ord, &job);
+    /* Released once queued: the device's one stream orders reuse after. */
+    em__buffer_release(winner);
+    return rc ? em__gpu_fail(api, rc, node->prim->name) : EM_OK;
 }

@@ -17,6 +17,7 @@
  */
 #include "emily.h"
 #include "emily_device.h"
+#include "emily_fft.h"
 #include "emily_pad.h"
 #include "emily_random.h"
 #include "emily_scan.h"
@@ -39,7 +40,7 @@ typedef struct family_stats {
     double worst; /* largest error seen, in units of the tolerance */
 } family_stats;
 
-static family_stats families[16];
+static family_stats families[32];
 static int nfamilies;
 static int total_failed;
 
@@ -1205,6 +1206,130 @@ static void test_shape(void) {
     }
 }
 
+/* ---- indexed_add / indexed_put ----------------------------------------- */
+
+/* Few distinct targets, so duplicates are common: add must accumulate them
+ * all, put must keep the last row's value (the CPU applies rows in order).
+ * Float sums may add in another order on the GPU: compared with a bound of
+ * a few roundings of the terms' magnitude (3); everything else exactly. */
+static void test_scatter(void) {
+    em_dtype idx_dtypes[3] = {EM_S32, EM_U8, EM_S64};
+    for (int di = 0; di < NDTYPES; di++)
+        for (int ii = 0; ii < 3; ii++)
+            for (int which = 0; which < 4; which++) {
+                em_dtype d = all_dtypes[di];
+                if (skip_dtype(d))
+                    continue;
+                bool add = which & 1, two_axes = which < 2;
+                /* a [6, 5, 4], seen transposed as [5, 6, 4] */
+                int64_t ashape[3] = {6, 5, 4};
+                em_array *a = random_array(d, ashape, 3, true, 0);
+                em_array *idx, *upd;
+                int axes[2] = {2, 0};
+                int naxes;
+                if (two_axes) { /* rows of (axis 2, axis 0): updates [7, 6] */
+                    int64_t ishape[2] = {7, 2}, ushape[2] = {7, 6};
+                    idx = index_array(idx_dtypes[ii], ishape, 2, 4);
+                    upd = random_array(d, ushape, 2, true, 0);
+                    naxes = 2;
+                } else { /* axis 1 of the view: updates [3, 3, 5, 4],
+                          * read through a transpose of [3, 3, 4, 5] */
+                    int64_t ishape[3] = {3, 3, 1}, ushape[4] = {3, 3, 4, 5};
+                    idx = index_array(idx_dtypes[ii], ishape, 3, 4);
+                    upd = random_array(d, ushape, 4, true, 0);
+                    axes[0] = 1;
+                    naxes = 1;
+                }
+                em_array *res[2] = {NULL, NULL};
+                for (int k = 0; k < 2; k++) {
+                    em_device dev = k ? GPU : EM_DEVICE_CPU;
+                    em_array *ad = NULL, *at = NULL, *id = NULL, *ud = NULL,
+                             *ut = NULL;
+                    int perm[3] = {1, 0, 2};
+                    die_on(em_to_device(a, dev, &ad), "to_device");
+                    die_on(em_transpose(ad, perm, 3, &at), "transpose");
+                    die_on(em_to_device(idx, dev, &id), "to_device");
+                    die_on(em_to_device(upd, dev, &ud), "to_device");
+                    if (two_axes) {
+                        ut = ud;
+                        em_array_retain(ut);
+                    } else {
+                        int uperm[4] = {0, 1, 3, 2};
+                        die_on(em_transpose(ud, uperm, 4, &ut), "transpose");
+                    }
+                    die_on((add ? em_indexed_add : em_indexed_put)(
+                               at, id, ut, axes, naxes, &res[k]),
+                           "scatter");
+                    em_array *arr[] = {ad, at, id, ud, ut};
+                    for (int i = 0; i < 5; i++)
+                        em_array_release(arr[i]);
+                }
+                char what[96];
+                snprintf(what, sizeof what, "indexed_%s %s by %s on %s",
+                         add ? "add" : "put", em_dtype_name(d),
+                         em_dtype_name(idx_dtypes[ii]),
+                         two_axes ? "axes (2, 0)" : "axis 1");
+                bool fuzzy =
+                    add && (em_dtype_is_float(d) || em_dtype_is_complex(d));
+                double e =
+                    res[0] && res[1]
+                        ? (fuzzy ? compare_floor(res[0], res[1], what, 8, 3)
+                                 : compare(res[0], res[1], what, 0))
+                        : INFINITY;
+                record("scatter", what, e <= 1, e);
+                em_array *arr[] = {a, idx, upd, res[0], res[1]};
+                for (int i = 0; i < 5; i++)
+                    em_array_release(arr[i]);
+            }
+}
+
+/* ---- sort / argsort ------------------------------------------------------ */
+
+/* Every real dtype, both axes of [5, 300] inputs in each layout, both
+ * directions; full-range values with the edge values (NaN, ±Inf, ±0) and
+ * values in [0, 5) whose many ties check stability. Exact: values are
+ * moved by bytes and the order is fully determined. */
+static void test_sort(void) {
+    for (int di = 0; di < NDTYPES; di++) {
+        em_dtype d = all_dtypes[di];
+        if (skip_dtype(d) || em_dtype_is_complex(d))
+            continue;
+        for (int l = 0; l < LAYOUT_COUNT; l++)
+            for (int ties = 0; ties < 2; ties++) {
+                em_array *base =
+                    base_for(d, 5, 300, (enum layout)l, !ties, ties ? 5 : 0);
+                em_array *xc = view_on(base, EM_DEVICE_CPU, (enum layout)l);
+                em_array *xg = view_on(base, GPU, (enum layout)l);
+                for (int c = 0; c < 8; c++) {
+                    int axis = c & 1;
+                    bool desc = c & 2, arg = c & 4;
+                    em_dtype idt = axis ? EM_S64 : EM_U8;
+                    em_array *rc = NULL, *rg = NULL;
+                    char what[128];
+                    snprintf(what, sizeof what, "%s %s %s axis %d %s%s",
+                             arg ? "argsort" : "sort", em_dtype_name(d),
+                             layout_names[l], axis,
+                             desc ? "descending" : "ascending",
+                             ties ? " ties" : "");
+                    if (arg) {
+                        die_on(em_argsort(xc, axis, desc, idt, &rc), what);
+                        die_on(em_argsort(xg, axis, desc, idt, &rg), what);
+                    } else {
+                        die_on(em_sort(xc, axis, desc, &rc), what);
+                        die_on(em_sort(xg, axis, desc, &rg), what);
+                    }
+                    double e = rc && rg ? compare(rc, rg, what, 0) : INFINITY;
+                    record("sort", what, e <= 1, e);
+                    em_array_release(rc);
+                    em_array_release(rg);
+                }
+                em_array_release(base);
+                em_array_release(xc);
+                em_array_release(xg);
+            }
+    }
+}
+
 /* ---- random bits: bit-identical to the CPU ------------------------------ */
 
 static void test_random(void) {
@@ -1259,8 +1384,8 @@ static void test_errors(void) {
     die_on(em_to_device(a, GPU, &g), "to_device");
     expect("mixed devices", em_binary(EM_BINARY_add, a, g, &out),
            EM_ERR_ARGUMENT, "different devices");
-    expect("sort on the GPU", em_sort(g, 0, false, &out), EM_ERR_UNSUPPORTED,
-           "not implemented on the GPU");
+    expect("fft on the GPU", em_fft(g, 0, 10, EM_FFT_RFFT, 0, &out),
+           EM_ERR_UNSUPPORTED, "not implemented on the GPU");
     expect("to unknown device", em_to_device(a, 99, &out), EM_ERR_ARGUMENT,
            "unknown device");
     expect("missing GPU", em_to_device(a, EM_DEVICE_GPU(7), &out),
@@ -1306,6 +1431,8 @@ int main(void) {
     test_index();
     test_scan();
     test_shape();
+    test_scatter();
+    test_sort();
     test_threads();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;

@@ -735,9 +735,11 @@ static em_status scatter_eval(em_array *node) {
 }
 
 static const em_prim indexed_add_prim = {"indexed_add", scatter_eval,
-                                         em__vjp_indexed};
+                                         em__vjp_indexed,
+                                         em__gpu_scatter_eval};
 static const em_prim indexed_put_prim = {"indexed_put", scatter_eval,
-                                         em__vjp_indexed};
+                                         em__vjp_indexed,
+                                         em__gpu_scatter_eval};
 
 static em_status indexed_update(const char *op, const em_prim *prim, bool add,
                                 em_array *a, em_array *indices,

@@ -328,7 +328,8 @@ static em_status sort_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim sort_prim = {"sort", sort_eval, em__vjp_sort};
+static const em_prim sort_prim = {"sort", sort_eval, em__vjp_sort,
+                                  em__gpu_sort_eval};
 
 /* Largest index an integer dtype holds. */
 static uint64_t index_max(em_dtype d) {
