@@ -124,6 +124,27 @@ template <> struct DT<EM_BF16> {
     }
 };
 
+// Calls f.template operator()<S>() with S the element size in bytes (1, 2,
+// 4, 8 or 16): kernels that only move elements are instantiated per size,
+// not per dtype. Other sizes fail naming `op`.
+template <class F> static int with_elem_size(size_t size, const char *op, F &&f) {
+    switch (size) {
+    case 1:
+        return f.template operator()<1>();
+    case 2:
+        return f.template operator()<2>();
+    case 4:
+        return f.template operator()<4>();
+    case 8:
+        return f.template operator()<8>();
+    case 16:
+        return f.template operator()<16>();
+    default:
+        return fail(EM_ERR_ARGUMENT, "%s: no GPU kernel for %zu-byte elements", op,
+                    size);
+    }
+}
+
 // Bytes per element. The plugin links nothing of libemily (the engine may
 // be linked statically into a program that exports none of its symbols).
 constexpr size_t dtype_bytes(int d) {

@@ -51,23 +51,6 @@ __global__ void gather_kernel(em_cuda_gather g) {
     }
 }
 
-template <class F> static int with_elem(int size, F &&f) {
-    switch (size) {
-    case 1:
-        return f.template operator()<1>();
-    case 2:
-        return f.template operator()<2>();
-    case 4:
-        return f.template operator()<4>();
-    case 8:
-        return f.template operator()<8>();
-    case 16:
-        return f.template operator()<16>();
-    default:
-        return fail(EM_ERR_ARGUMENT, "gather: %d-byte elements", size);
-    }
-}
-
 int launch_gather(Device *d, const em_cuda_gather *g) {
     if (g->n == 0)
         return 0;
@@ -75,7 +58,7 @@ int launch_gather(Device *d, const em_cuda_gather *g) {
         if constexpr (klass_of(D) != K_INT) {
             return fail(EM_ERR_ARGUMENT, "gather: indices of dtype %d", D);
         } else {
-            return with_elem(g->elem_size, [&]<int S>() -> int {
+            return with_elem_size(g->elem_size, "gather", [&]<int S>() -> int {
                 gather_kernel<typename DT<D>::S, S>
                     <<<grid_for(d, g->n), 256, 0, d->stream>>>(*g);
                 EMC_LAUNCHED("gather kernel");
@@ -132,7 +115,7 @@ int launch_copy(Device *d, const em_cuda_copy *c) {
         if constexpr (klass_of(D) != K_INT) {
             return fail(EM_ERR_ARGUMENT, "copy: starts of dtype %d", D);
         } else {
-            return with_elem(c->elem_size, [&]<int S>() -> int {
+            return with_elem_size(c->elem_size, "copy", [&]<int S>() -> int {
                 copy_kernel<typename DT<D>::S, S>
                     <<<grid_for(d, c->n), 256, 0, d->stream>>>(*c);
                 EMC_LAUNCHED("copy kernel");

@@ -129,29 +129,11 @@ template <int SIZE> struct CopyOp {
 };
 
 
-template <class F> static int with_size(size_t size, F &&f) {
-    switch (size) {
-    case 1:
-        return f.template operator()<1>();
-    case 2:
-        return f.template operator()<2>();
-    case 4:
-        return f.template operator()<4>();
-    case 8:
-        return f.template operator()<8>();
-    case 16:
-        return f.template operator()<16>();
-    default:
-        return fail(EM_ERR_ARGUMENT, "no GPU copy for %zu-byte elements",
-                    size);
-    }
-}
-
 int launch_misc(Device *d, const em_cuda_ew *job) {
     switch (job->family) {
     case EM_CUDA_SELECT:
         return with_dtype(job->dtype_pred, [&]<int P>() -> int {
-            return with_size(dtype_bytes(job->dtype_in), [&]<int S>() -> int {
+            return with_elem_size(dtype_bytes(job->dtype_in), "copy", [&]<int S>() -> int {
                 return launch_ew(d, job, SelectOp<P, S>{});
             });
         });
@@ -164,7 +146,7 @@ int launch_misc(Device *d, const em_cuda_ew *job) {
         });
     case EM_CUDA_CAST:
         if (job->dtype_in == job->dtype_out)
-            return with_size(dtype_bytes(job->dtype_in), [&]<int S>() -> int {
+            return with_elem_size(dtype_bytes(job->dtype_in), "copy", [&]<int S>() -> int {
                 return launch_ew(d, job, CopyOp<S>{});
             });
         return with_dtype(job->dtype_in, [&]<int F>() -> int {
