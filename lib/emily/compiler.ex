@@ -63,9 +63,10 @@ defmodule Emily.Compiler do
   `grad/2`, `value_and_grad/2` and `stop_gradient/1` (implemented in
   `Emily.Compiler.Autodiff`) build the backward pass as more lazy nodes, so
   they compose with `jit/2`: `jit(value_and_grad(loss))` traces forward
-  and backward passes once and replays both in one call. (The other order,
-  differentiating a jitted function, is not supported: a replayed program's
-  fused and loop nodes have no gradient rules.)
+  and backward passes once and replays both in one call. The other order,
+  differentiating a jitted function, works for unfused programs (a replay
+  builds ordinary nodes) and raises for `fuse: true` ones: fused and loop
+  nodes have no gradient rules.
 
       iex> step = Emily.Compiler.jit(Emily.Compiler.value_and_grad(fn x -> Emily.Tensor.sum(Emily.Tensor.exp(x)) end))
       iex> {_value, g} = step.(Emily.Tensor.tensor([0.0, 0.0]))
