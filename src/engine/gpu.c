@@ -145,18 +145,9 @@ static em_status reduce_run(em_array *node, unsigned mask, int op, int is_arg,
     memset(&job, 0, sizeof job);
     int64_t oshape[EM_MAX_NDIM], ostride_in[EM_MAX_NDIM],
         ostride_out[EM_MAX_NDIM], rshape[EM_MAX_NDIM], rstride[EM_MAX_NDIM];
-    int no = 0, nr = 0;
-    int64_t rn = 1;
-    for (int i = 0; i < in->ndim; i++) {
-        if (mask & (1u << i)) {
-            rshape[nr] = in->shape[i];
-            rstride[nr++] = in->strides[i];
-            rn *= in->shape[i];
-        } else {
-            oshape[no] = in->shape[i];
-            ostride_in[no++] = in->strides[i];
-        }
-    }
+    int no, nr;
+    int64_t rn =
+        em__split_axes(in, mask, oshape, ostride_in, &no, rshape, rstride, &nr);
     job.nout = em__row_strides(oshape, no, ostride_out);
     const int64_t *ostrides[2] = {ostride_in, ostride_out};
     int64_t collapsed[2][EM_MAX_NDIM];
@@ -568,6 +559,5 @@ em_status em__gpu_sort_eval(em_array *node) {
     job.in = em__data(in);
     job.out = em__data(node);
     int rc = api->sort(ord, &job);
-    return rc ? em__gpu_fail(api, rc, p->indices ? "argsort" : "sort")
-              : EM_OK;
+    return rc ? em__gpu_fail(api, rc, p->indices ? "argsort" : "sort") : EM_OK;
 }

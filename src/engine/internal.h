@@ -328,6 +328,13 @@ int em__collapse(int ndim, const int64_t *shape, int k,
                  const int64_t *const *strides_in, int64_t *shape_out,
                  int64_t (*strides_out)[EM_MAX_NDIM]);
 
+/* Split `in`'s axes into kept ones (bit clear in mask) and reduced ones
+ * (bit set), with their shapes and strides, in order; returns the number of
+ * reduced elements (0 for an empty input). Reductions on both backends. */
+int64_t em__split_axes(const em_array *in, unsigned mask, int64_t *kept_shape,
+                       int64_t *kept_strides, int *nkept, int64_t *red_shape,
+                       int64_t *red_strides, int *nred);
+
 /* ------------------------------------------------------------------------ */
 /* Thread pool                                                               */
 /* ------------------------------------------------------------------------ */

@@ -1,4 +1,5 @@
-/* layout.c — collapsing dimensions before strided loops. */
+/* layout.c — collapsing dimensions before strided loops, and splitting a
+ * reduction's axes into kept and reduced ones. */
 #include "internal.h"
 
 int em__collapse(int ndim, const int64_t *shape, int k,
@@ -23,4 +24,28 @@ int em__collapse(int ndim, const int64_t *shape, int k,
         }
     }
     return n;
+}
+
+int64_t em__split_axes(const em_array *in, unsigned mask, int64_t *kept_shape,
+                       int64_t *kept_strides, int *nkept, int64_t *red_shape,
+                       int64_t *red_strides, int *nred) {
+    /* An empty array's other dimensions may be as large as int64 allows
+     * (em__check_shape accepts [0, 2^62, 2^62]): their product would
+     * overflow, and nothing is read anyway. */
+    int64_t count = in->size == 0 ? 0 : 1;
+    int no = 0, nr = 0;
+    for (int i = 0; i < in->ndim; i++) {
+        if (mask & (1u << i)) {
+            red_shape[nr] = in->shape[i];
+            red_strides[nr++] = in->strides[i];
+            if (in->size != 0)
+                count *= in->shape[i];
+        } else {
+            kept_shape[no] = in->shape[i];
+            kept_strides[no++] = in->strides[i];
+        }
+    }
+    *nkept = no;
+    *nred = nr;
+    return count;
 }

@@ -548,18 +548,9 @@ static em_status reduce_eval(em_array *node) {
     int64_t oshape[EM_MAX_NDIM], ostride_in[EM_MAX_NDIM],
         ostride_out[EM_MAX_NDIM];
     int64_t rshape[EM_MAX_NDIM], rstride[EM_MAX_NDIM];
-    int no = 0, nr = 0;
-    int64_t rn = 1;
-    for (int i = 0; i < in->ndim; i++) {
-        if (p->mask & (1u << i)) {
-            rshape[nr] = in->shape[i];
-            rstride[nr++] = in->strides[i];
-            rn *= in->shape[i];
-        } else {
-            oshape[no] = in->shape[i];
-            ostride_in[no++] = in->strides[i];
-        }
-    }
+    int no, nr;
+    int64_t rn = em__split_axes(in, p->mask, oshape, ostride_in, &no, rshape,
+                                rstride, &nr);
     int64_t nout = em__row_strides(oshape, no, ostride_out);
     if (nout == 0)
         return EM_OK;
@@ -836,18 +827,9 @@ static em_status argreduce_eval(em_array *node) {
     int64_t oshape[EM_MAX_NDIM], ostride_in[EM_MAX_NDIM],
         ostride_out[EM_MAX_NDIM];
     int64_t rshape[EM_MAX_NDIM], rstride[EM_MAX_NDIM];
-    int no = 0, nr = 0;
-    int64_t rn = 1;
-    for (int i = 0; i < in->ndim; i++) {
-        if (p->mask & (1u << i)) {
-            rshape[nr] = in->shape[i];
-            rstride[nr++] = in->strides[i];
-            rn *= in->shape[i];
-        } else {
-            oshape[no] = in->shape[i];
-            ostride_in[no++] = in->strides[i];
-        }
-    }
+    int no, nr;
+    int64_t rn = em__split_axes(in, p->mask, oshape, ostride_in, &no, rshape,
+                                rstride, &nr);
     int64_t nout = em__row_strides(oshape, no, ostride_out);
     if (nout == 0)
         return EM_OK;
