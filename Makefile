@@ -93,8 +93,10 @@ priv/libemily_cuda.so: $(BUILD)/libemily_cuda.so
 
 # Compares every GPU op with the CPU backend; prints "skipped: <reason>"
 # and exits 0 where no GPU, driver or plugin is available.
-$(BUILD)/test_cuda: test/cuda/test_cuda.c $(BUILD)/libemily.a
-	$(CC) $(CFLAGS_COMMON) -o $@ $< $(BUILD)/libemily.a $(LIBS)
+# One file per op family in test/cuda/, helpers in support.c.
+CUDA_TEST_SRC := $(sort $(wildcard test/cuda/*.c))
+$(BUILD)/test_cuda: $(CUDA_TEST_SRC) test/cuda/cuda_test.h $(BUILD)/libemily.a
+	$(CC) $(CFLAGS_COMMON) -o $@ $(CUDA_TEST_SRC) $(BUILD)/libemily.a $(LIBS)
 
 $(BUILD)/cuda_bench: bench/cuda_bench.c $(BUILD)/libemily.a
 	$(CC) $(CFLAGS_COMMON) -o $@ $< $(BUILD)/libemily.a $(LIBS)
