@@ -85,4 +85,7 @@ extern const em_dtype all_dtypes[NDTYPES];
 extern bool quick;
 bool skip_dtype(em_dtype d);
 
+/* ---- families in their own files (test/cuda/test_<family>.c), each
+ * called from main() in test_cuda.c ---- */
+
 #endif
