@@ -218,8 +218,8 @@ defmodule Emily.Compiler do
   @spec program_stats(function(), list()) :: map()
   def program_stats(jitted, args) when is_list(args) do
     state = state!(jitted)
-    {_refs, sig} = flatten_args(args)
-    {program, _out_sig} = lookup_or_trace(state, args, sig)
+    {refs, sig} = flatten_args(args)
+    {program, _out_sig} = lookup_or_trace(state, args, key_of(sig, refs))
     Native.program_stats(program)
   end
 
@@ -242,7 +242,7 @@ defmodule Emily.Compiler do
 
   defp call({__MODULE__, state}, args) do
     {refs, sig} = flatten_args(args)
-    {program, out_sig} = lookup_or_trace(state, args, sig)
+    {program, out_sig} = lookup_or_trace(state, args, key_of(sig, refs))
 
     Emily.Telemetry.span([:emily, :program, :run], %{signature: sig}, fn ->
       outputs = Native.program_run(program, refs)
@@ -258,8 +258,15 @@ defmodule Emily.Compiler do
   # {pos, incr, threshold, set} form: a positive value plus one is above
   # -1, so it is always set) and counts the hit. last_used values are
   # positive monotonic unique integers: ordered across processes.
-  defp lookup_or_trace(%{id: id} = state, args, sig) do
-    key = {id, sig}
+  # A program is built for its inputs' devices: the signature alone keys
+  # the common all-CPU case, {:on, sig, devices} any other.
+  defp key_of(sig, refs) do
+    devices = Enum.map(refs, &Native.array_device/1)
+    if Enum.all?(devices, &(&1 == 0)), do: sig, else: {:on, sig, devices}
+  end
+
+  defp lookup_or_trace(%{id: id} = state, args, key_sig) do
+    key = {id, key_sig}
 
     case lookup(key) do
       {_program, _out_sig} = found ->
@@ -268,7 +275,7 @@ defmodule Emily.Compiler do
 
       nil ->
         :ets.update_counter(@table, {:stats, id}, {3, 1})
-        found = trace(state, args, sig)
+        found = trace(state, args, key_sig)
         :ets.insert(@table, {key, found, :erlang.unique_integer([:monotonic, :positive]), 0})
         evict(state)
         found
@@ -300,11 +307,12 @@ defmodule Emily.Compiler do
     end
   end
 
-  defp trace(%{fun: fun, fuse: fuse}, args, sig) do
+  defp trace(%{fun: fun, fuse: fuse}, args, key_sig) do
     start = System.monotonic_time()
-    placeholders = placeholders(sig, [])
+    {sig, devices} = split_key(key_sig)
+    placeholders = placeholders(sig, devices)
     {traced_args, []} = build(sig, placeholders)
-    result = tracing(fn -> apply(fun, traced_args) end)
+    result = on_device_of(devices, fn -> tracing(fn -> apply(fun, traced_args) end) end)
     {out_refs, out_sig} = flatten(result)
     program = Native.program_new(placeholders, out_refs, fuse, false)
     stats = Native.program_stats(program)
@@ -429,11 +437,33 @@ defmodule Emily.Compiler do
     {[item | items], refs}
   end
 
-  # One placeholder per tensor of a signature, in order.
-  defp placeholders(sig, acc), do: Enum.reverse(collect_placeholders(sig, acc))
+  defp split_key({:on, sig, devices}), do: {sig, devices}
+  defp split_key(sig), do: {sig, :cpu}
+
+  # Tensors the traced function creates (constants, iota, ...) go where its
+  # inputs are when they all live on GPU 0: the default backend while tracing.
+  defp on_device_of(devices, fun) when is_list(devices) do
+    if Enum.uniq(devices) == [1],
+      do: Emily.Tensor.with_default_backend({Emily.Tensor, device: :gpu}, fun),
+      else: fun.()
+  end
+
+  defp on_device_of(:cpu, fun), do: fun.()
+
+  # One placeholder per tensor of a signature, in order, on the device of
+  # the corresponding input (devices: a list of engine device numbers, or
+  # :cpu for all).
+  defp placeholders(sig, devices) do
+    types = Enum.reverse(collect_placeholders(sig, []))
+    devices = if devices == :cpu, do: List.duplicate(0, length(types)), else: devices
+
+    Enum.zip_with(types, devices, fn {type, shape}, device ->
+      Native.placeholder(type, shape, device)
+    end)
+  end
 
   defp collect_placeholders({:t, shape, type}, acc),
-    do: [Native.placeholder(type, Tuple.to_list(shape)) | acc]
+    do: [{type, Tuple.to_list(shape)} | acc]
 
   defp collect_placeholders({kind, sigs}, acc) when kind in [:tuple, :list],
     do: Enum.reduce(sigs, acc, &collect_placeholders/2)
@@ -528,7 +558,7 @@ defmodule Emily.Compiler do
   end
 
   defp trace_part(sig, fun) do
-    placeholders = placeholders(sig, [])
+    placeholders = placeholders(sig, :cpu)
     {state, []} = build(sig, placeholders)
     outputs = tracing(fn -> fun.(state) end)
     Native.program_new(placeholders, outputs, false, true)

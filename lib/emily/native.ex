@@ -555,8 +555,11 @@ defmodule Emily.Native do
   def copy(_tensor), do: nif_error()
   # ---- programs (Emily.Compiler) ----
 
-  @doc "A placeholder: a traced input of `dtype` and `shape` that has no value."
-  def placeholder(_dtype, _shape), do: nif_error()
+  @doc """
+  A placeholder: a traced input of `dtype` and `shape` that has no value,
+  on `device` (0: the CPU, 1 + i: GPU i), where the program's inputs will be.
+  """
+  def placeholder(_dtype, _shape, _device), do: nif_error()
 
   @doc """
   A program from `placeholders` to `outputs` (lists of tensors). `fuse`:

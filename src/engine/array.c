@@ -157,25 +157,50 @@ uint64_t em__next_seq(void) {
            1;
 }
 
-em_status em__node_new(const em_prim *prim, em_dtype dtype,
-                       const int64_t *shape, int ndim, em_array *const *inputs,
-                       int ninputs, em_array **out) {
-    *out = NULL;
-    /* The output lives where the inputs do; mixing devices is an error
-     * (moving data is always the caller's explicit em_to_device). */
-    em_device device = ninputs > 0 ? inputs[0]->device : em_default_device();
-    for (int i = 1; i < ninputs; i++)
-        if (inputs[i]->device != device) {
+/* A rank-0 CPU array beside inputs on another device: the numbers of
+ * Elixir code (`x * 2.0`) arrive as such scalars. As PyTorch does with CPU
+ * scalar tensors, they follow the other inputs to their device; any other
+ * mix of devices is an error (moving data is the caller's em_to_device). */
+static bool follows_device(const em_array *a) {
+    return a->ndim == 0 && a->device == EM_DEVICE_CPU;
+}
+
+/* The device of a node built from `inputs`, or an error naming the op and
+ * the first two inputs on different devices. */
+static em_status device_of_inputs(const em_prim *prim, em_array *const *inputs,
+                                  int ninputs, em_device *device) {
+    int lead = -1;
+    for (int i = 0; i < ninputs && lead < 0; i++)
+        if (!follows_device(inputs[i]))
+            lead = i;
+    if (lead < 0) { /* only CPU scalars, or no inputs */
+        *device = ninputs > 0 ? EM_DEVICE_CPU : em_default_device();
+        return EM_OK;
+    }
+    *device = inputs[lead]->device;
+    for (int i = 0; i < ninputs; i++)
+        if (inputs[i]->device != *device && !follows_device(inputs[i])) {
             char d0[16], d1[16];
             em_desc x, y;
             return em__fail(EM_ERR_ARGUMENT,
                             "%s: inputs are on different devices (%s on %s, "
                             "%s on %s); move one with to_device first",
-                            prim->name, em__describe(inputs[0], &x),
-                            em_device_name(device, d0, sizeof d0),
+                            prim->name, em__describe(inputs[lead], &x),
+                            em_device_name(*device, d0, sizeof d0),
                             em__describe(inputs[i], &y),
                             em_device_name(inputs[i]->device, d1, sizeof d1));
         }
+    return EM_OK;
+}
+
+em_status em__node_new(const em_prim *prim, em_dtype dtype,
+                       const int64_t *shape, int ndim, em_array *const *inputs,
+                       int ninputs, em_array **out) {
+    *out = NULL;
+    em_device device;
+    em_status st = device_of_inputs(prim, inputs, ninputs, &device);
+    if (st != EM_OK)
+        return st;
     if (device != EM_DEVICE_CPU) {
         if (!prim->gpu_eval) {
             char d0[16];
@@ -184,7 +209,7 @@ em_status em__node_new(const em_prim *prim, em_dtype dtype,
                             "move the input to the CPU with to_device",
                             prim->name, em_device_name(device, d0, sizeof d0));
         }
-        em_status st = em__gpu_backend(device, NULL, NULL);
+        st = em__gpu_backend(device, NULL, NULL);
         if (st != EM_OK)
             return st;
     }
@@ -202,8 +227,20 @@ em_status em__node_new(const em_prim *prim, em_dtype dtype,
                             prim->name);
         }
         for (int i = 0; i < ninputs; i++) {
-            em_array_retain(inputs[i]);
-            a->inputs[i] = inputs[i];
+            em_array *in = inputs[i];
+            if (in->device != device) { /* a CPU scalar follows */
+                em_array *moved;
+                st = em_to_device(in, device, &moved);
+                if (st != EM_OK) {
+                    a->ninputs = i;
+                    em_array_release(a);
+                    return st;
+                }
+                a->inputs[i] = moved;
+            } else {
+                em_array_retain(in);
+                a->inputs[i] = in;
+            }
         }
         a->ninputs = ninputs;
     }

@@ -200,8 +200,14 @@ static em_status transfer_eval(em_array *node) {
     return rc ? em__gpu_fail(api, rc, "to_device") : EM_OK;
 }
 
-/* No gradient rule yet: differentiating through a transfer is future work. */
-static const em_prim transfer_prim = {"to_device", transfer_eval, NULL,
+/* The gradient goes back to where the input lives. */
+static em_status transfer_vjp(em_array *node, em_array *ct, const bool *needs,
+                              em_array **in_cts) {
+    return needs[0] ? em_to_device(ct, node->inputs[0]->device, &in_cts[0])
+                    : EM_OK;
+}
+
+static const em_prim transfer_prim = {"to_device", transfer_eval, transfer_vjp,
                                       transfer_eval};
 
 em_status em_to_device(em_array *a, em_device device, em_array **out) {

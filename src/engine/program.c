@@ -35,7 +35,10 @@ static em_status placeholder_eval(em_array *node) {
                     em__describe(node, &d));
 }
 
-static const em_prim placeholder_prim = {"placeholder", placeholder_eval, NULL};
+/* On a GPU too: a placeholder takes the thread's default device (the
+ * device of the values the program will be run with). */
+static const em_prim placeholder_prim = {"placeholder", placeholder_eval, NULL,
+                                         placeholder_eval};
 
 em_status em_placeholder(em_dtype dtype, const int64_t *shape, int ndim,
                          em_array **out) {
@@ -458,7 +461,9 @@ static em_status relayout_eval(em_array *node) {
     return st;
 }
 
-static const em_prim relayout_prim = {"program_input", relayout_eval, NULL};
+/* On a GPU, the same-dtype cast kernel makes the row-major copy. */
+static const em_prim relayout_prim = {"program_input", relayout_eval, NULL,
+                                      em__gpu_cast_eval};
 
 static bool same_shape(const em_array *a, const em_array *b) {
     if (a->ndim != b->ndim)
@@ -482,6 +487,14 @@ static em_status bind_input(const em_program *p, size_t i, em_array *given,
         return em__fail(EM_ERR_ARGUMENT,
                         "program_run: input %zu: expected %s, got %s", i,
                         em__describe(want, &w), em__describe(given, &g));
+    }
+    if (given->device != want->device) {
+        char dw[16], dg[16];
+        return em__fail(EM_ERR_ARGUMENT,
+                        "program_run: input %zu: the program was built for "
+                        "%s, got an array on %s",
+                        i, em_device_name(want->device, dw, sizeof dw),
+                        em_device_name(given->device, dg, sizeof dg));
     }
     if (i >= p->nplaceholders) {
         /* A capture: views may have been built on its own layout, which

@@ -249,7 +249,7 @@ void nif_leave(void);
 
 /* Programs (nif_compile.c). */
 #define NIF_COMPILE_FUNCS(F)                                                   \
-    F(placeholder, 2)                                                          \
+    F(placeholder, 3)                                                          \
     F(program_new, 4)                                                          \
     F(program_run, 2)                                                          \
     F(program_stats, 1)                                                        \

@@ -11,6 +11,7 @@
  * program_run is one NIF call that only builds nodes (microseconds);
  * evaluation stays the caller's choice, as for any op.
  */
+#include "emily_device.h"
 #include "nif.h"
 
 #include "emily_compile.h"
@@ -75,10 +76,20 @@ NIF_DECL(placeholder) {
     int64_t shape[EM_MAX_NDIM];
     int ndim;
     em_array *out;
+    int device;
     if (!nif_get_dtype(&c, argv[0], "dtype", &dtype) ||
-        !nif_get_i64_list(&c, argv[1], "shape", shape, &ndim))
+        !nif_get_i64_list(&c, argv[1], "shape", shape, &ndim) ||
+        !nif_get_int(&c, argv[2], "device", &device))
         return c.raised;
-    return nif_result(&c, em_placeholder(dtype, shape, ndim, &out), &out);
+    const char *reason = "";
+    if (!em_device_available(device, &reason))
+        return nif_raise_argument(&c, "device %d: %s", device, reason);
+    /* Placeholders take the thread's default device; this scheduler
+     * thread's default is restored before the call returns. */
+    em_device old = em_set_default_device(device);
+    em_status st = em_placeholder(dtype, shape, ndim, &out);
+    em_set_default_device(old);
+    return nif_result(&c, st, &out);
 }
 
 NIF_DECL(program_new) {

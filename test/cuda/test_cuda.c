@@ -930,6 +930,22 @@ static void test_errors(void) {
     die_on(em_to_device(a, GPU, &g), "to_device");
     expect("mixed devices", em_binary(EM_BINARY_add, a, g, &out),
            EM_ERR_ARGUMENT, "different devices");
+    /* A rank-0 CPU array (a number from Elixir) follows a GPU input. */
+    em_array *scalar = random_array(EM_F32, NULL, 0, false, 0), *sum_cpu = NULL;
+    die_on(em_binary(EM_BINARY_add, a, scalar, &sum_cpu), "add on the CPU");
+    em_status st_scalar = em_binary(EM_BINARY_add, g, scalar, &out);
+    bool on_gpu = st_scalar == EM_OK && em_array_device(out) == GPU;
+    record("placement", "CPU scalar beside a GPU array", on_gpu,
+           on_gpu ? 0 : INFINITY);
+    if (on_gpu) {
+        double worst = compare(sum_cpu, out, "scalar add", 1);
+        record("placement", "CPU scalar beside a GPU array: values", worst <= 1,
+               worst);
+    }
+    em_array_release(out);
+    em_array_release(sum_cpu);
+    em_array_release(scalar);
+    out = NULL;
     expect("fft on the GPU", em_fft(g, 0, 10, EM_FFT_RFFT, 0, &out),
            EM_ERR_UNSUPPORTED, "not implemented on the GPU");
     expect("to unknown device", em_to_device(a, 99, &out), EM_ERR_ARGUMENT,

@@ -406,8 +406,14 @@ defmodule Emily.CompilerTest do
       end
     end
 
+    test "placeholders on an unknown device raise" do
+      assert_raise ArgumentError, ~r/placeholder: device 99: unknown device 99/, fn ->
+        Emily.Native.placeholder({:f, 32}, [2], 99)
+      end
+    end
+
     test "the engine checks replay inputs" do
-      ph = Emily.Native.placeholder({:f, 32}, [2, 3])
+      ph = Emily.Native.placeholder({:f, 32}, [2, 3], 0)
       out = Emily.Native.exp(ph)
       program = Emily.Native.program_new([ph], [out], false, false)
 
