@@ -3,13 +3,19 @@
 # one sits in $PREBUILT), run the GPU-vs-CPU tests and the benchmarks
 # against PyTorch. The host programs (build/test_cuda, build/cuda_bench)
 # and the OpenBLAS libraries they need may be prebuilt elsewhere and passed
-# in $HOSTBIN / $HOSTLIB (the GPU image need not have OpenBLAS).
+# in $HOSTBIN / $HOSTLIB (the GPU image need not have OpenBLAS). With
+# $EXSTAGE (made by scripts/pack_device_elixir.sh) it also runs the ExUnit
+# GPU tests, and takes the libraries from there.
 # Logs go to $OUT (or ./out).
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 export PATH=/usr/local/cuda/bin:$PATH
 BIN=${HOSTBIN:-build}
+if [ -n "${EXSTAGE:-}" ]; then
+  mkdir -p /tmp/ex && tar -xJf "$EXSTAGE/beam.txz" -C /tmp/ex && tar -xJf "$EXSTAGE/libs.txz" -C /tmp/ex
+  HOSTLIB=${HOSTLIB:-/tmp/ex/lib}
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 nvcc --version | tail -1
 if [ -n "${PREBUILT:-}" ] && [ -f "$PREBUILT/libemily_cuda.so" ]; then
@@ -27,6 +33,19 @@ timeout "${TEST_TIMEOUT:-240}" "$BIN/test_cuda" > "$OUT/test_cuda.log" 2>&1
 echo "test_cuda exit $?"
 grep -E "^FAIL|skipped" "$OUT/test_cuda.log" | head -40
 tail -14 "$OUT/test_cuda.log"
+if [ -n "${EXSTAGE:-}" ]; then
+  # ExUnit on the GPU with the Erlang/Elixir packed by
+  # scripts/pack_device_elixir.sh (the GPU image has no Elixir).
+  echo "== ExUnit GPU tests"
+  cp build/libemily_cuda.so "$EXSTAGE/emily/priv/"
+  ( export PATH=/tmp/ex/usr/lib/elixir/bin:/tmp/ex/usr/lib/erlang/bin:$PATH \
+           LD_LIBRARY_PATH=/tmp/ex/lib:$LD_LIBRARY_PATH
+    timeout "${EX_TIMEOUT:-180}" elixir -pa "$EXSTAGE/emily/ebin" \
+      -e 'Application.ensure_all_started(:emily)' \
+      -r test/test_helper.exs -r test/emily/gpu_test.exs ) > "$OUT/exunit_gpu.log" 2>&1
+  echo "exunit exit $?"
+  grep -E "^\s+[0-9]+\) test|\*\* \(|tests?, " "$OUT/exunit_gpu.log" | head -40
+fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "== bench"
   PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-240}" python3 bench/cuda_torch.py "$BIN/cuda_bench" 2>&1 | tee "$OUT/bench.log" | grep -v "^RESULT"
