@@ -14,6 +14,9 @@ export PATH=/usr/local/cuda/bin:$PATH
 BIN=${HOSTBIN:-build}
 if [ -n "${EXSTAGE:-}" ]; then
   mkdir -p /tmp/ex && tar -xJf "$EXSTAGE/beam.txz" -C /tmp/ex && tar -xJf "$EXSTAGE/libs.txz" -C /tmp/ex
+  # Debian's erl scripts name their root; point them at the unpacked one.
+  sed -i 's|^\( *ROOTDIR=\)/usr/lib/erlang|\1/tmp/ex/usr/lib/erlang|' \
+    /tmp/ex/usr/lib/erlang/bin/erl /tmp/ex/usr/lib/erlang/erts-*/bin/erl
   HOSTLIB=${HOSTLIB:-/tmp/ex/lib}
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
