@@ -213,37 +213,42 @@ em_status em__node_new(const em_prim *prim, em_dtype dtype,
         if (st != EM_OK)
             return st;
     }
-    em_array *a = node_alloc(dtype, shape, ndim);
-    if (!a)
-        return em__fail(EM_ERR_OOM, "%s: out of memory building the node",
-                        prim->name);
-    a->prim = prim;
-    a->device = device;
+    /* The inputs first (a CPU scalar's move included), so that every input
+     * is older than the node: program tapes rely on that order. */
+    em_array **held = NULL;
     if (ninputs > 0) {
-        a->inputs = malloc(sizeof(em_array *) * (size_t)ninputs);
-        if (!a->inputs) {
-            free(a);
+        held = malloc(sizeof(em_array *) * (size_t)ninputs);
+        if (!held)
             return em__fail(EM_ERR_OOM, "%s: out of memory building the node",
                             prim->name);
-        }
         for (int i = 0; i < ninputs; i++) {
             em_array *in = inputs[i];
-            if (in->device != device) { /* a CPU scalar follows */
-                em_array *moved;
-                st = em_to_device(in, device, &moved);
-                if (st != EM_OK) {
-                    a->ninputs = i;
-                    em_array_release(a);
-                    return st;
-                }
-                a->inputs[i] = moved;
-            } else {
+            if (in->device == device) {
                 em_array_retain(in);
-                a->inputs[i] = in;
+                held[i] = in;
+                continue;
+            }
+            st = em_to_device(in, device, &held[i]); /* a CPU scalar follows */
+            if (st != EM_OK) {
+                while (i-- > 0)
+                    em_array_release(held[i]);
+                free(held);
+                return st;
             }
         }
-        a->ninputs = ninputs;
     }
+    em_array *a = node_alloc(dtype, shape, ndim);
+    if (!a) {
+        for (int i = 0; i < ninputs; i++)
+            em_array_release(held[i]);
+        free(held);
+        return em__fail(EM_ERR_OOM, "%s: out of memory building the node",
+                        prim->name);
+    }
+    a->prim = prim;
+    a->device = device;
+    a->inputs = held;
+    a->ninputs = ninputs;
     *out = a;
     return EM_OK;
 }

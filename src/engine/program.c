@@ -169,6 +169,9 @@ static em_status clone_node(const em_array *tmpl, em_array *const *inputs,
     if (st != EM_OK)
         return st;
     memcpy(n->strides, tmpl->strides, sizeof(int64_t) * (size_t)tmpl->ndim);
+    /* Not always its inputs' device: a transfer, or a node without inputs
+     * (iota) made on another thread's default device. */
+    n->device = tmpl->device;
     n->offset = tmpl->offset;
     n->row_contiguous = tmpl->row_contiguous;
     if (tmpl->params) {

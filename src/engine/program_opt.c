@@ -118,7 +118,8 @@ static uint64_t node_hash(const em_array *n) {
 
 static bool same_node(const em_array *a, const em_array *b) {
     size_t nd = (size_t)a->ndim;
-    return a->prim == b->prim && a->dtype == b->dtype && a->ndim == b->ndim &&
+    return a->prim == b->prim && a->device == b->device &&
+           a->dtype == b->dtype && a->ndim == b->ndim &&
            a->offset == b->offset && a->row_contiguous == b->row_contiguous &&
            a->ninputs == b->ninputs && a->params_size == b->params_size &&
            !memcmp(a->shape, b->shape, sizeof(int64_t) * nd) &&
@@ -189,8 +190,10 @@ done:
 
 #define DEDUP_MAX_BYTES ((size_t)64 << 10)
 
+/* CPU constants only: their bytes are compared and hashed in place. */
 static bool dedup_eligible(const em_array *c) {
-    return em__tape_is_constant(c) && c->row_contiguous && c->offset == 0 &&
+    return em__tape_is_constant(c) && c->device == EM_DEVICE_CPU &&
+           c->row_contiguous && c->offset == 0 &&
            em_array_nbytes(c) <= DEDUP_MAX_BYTES;
 }
 

@@ -21,9 +21,11 @@ static em_status share_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim identity_prim = {"identity", share_eval, em__vjp_identity};
+/* Views of their input's buffer: the same eval serves every device. */
+static const em_prim identity_prim = {"identity", share_eval, em__vjp_identity,
+                                      share_eval};
 static const em_prim stop_gradient_prim = {"stop_gradient", share_eval,
-                                           em__vjp_zero};
+                                           em__vjp_zero, share_eval};
 
 /* A view of `a` with a's exact layout. */
 static em_status same_layout_view(const em_prim *prim, em_array *a,
