@@ -42,15 +42,16 @@ extern ErlNifResourceType *nif_stream_type;
 /* A(field, text): atoms.field is the atom `text`. */
 #define NIF_ATOMS(A)                                                           \
     A(ok, "ok")                                                                \
-    A(error, "error") A(nil, "nil") A(yes, "true") A(no, "false") A(u, "u")    \
-        A(s, "s") A(f, "f") A(bf, "bf") A(c, "c") A(pred, "pred")              \
-            A(argument, "argument") A(runtime, "runtime") A(oom, "oom")        \
-                A(closed, "closed") A(busy, "busy") A(active, "active") A(     \
-                    peak, "peak") A(cache, "cache") A(limit, "limit")          \
-                    A(unary, "unary") A(binary, "binary") A(reduce, "reduce")  \
-                        A(message, "message") A(struct_key, "__struct__")      \
-                            A(exception_key, "__exception__")                  \
-                                A(argument_error, "Elixir.ArgumentError")      \
+    A(error, "error")                                                          \
+    A(nil, "nil") A(yes, "true") A(no, "false") A(u, "u") A(s, "s") A(f, "f")  \
+        A(bf, "bf") A(c, "c") A(pred, "pred") A(argument, "argument")          \
+            A(runtime, "runtime") A(oom, "oom") A(closed, "closed")            \
+                A(busy, "busy") A(active, "active") A(peak, "peak")            \
+                    A(cache, "cache") A(limit, "limit") A(unary, "unary")      \
+                        A(binary, "binary") A(reduce, "reduce")                \
+                            A(message, "message") A(struct_key, "__struct__")  \
+                                A(exception_key, "__exception__") A(           \
+                                    argument_error, "Elixir.ArgumentError")    \
                                     A(runtime_error, "Elixir.RuntimeError")    \
                                         A(template_, "template")
 
@@ -82,6 +83,13 @@ ERL_NIF_TERM nif_raise_argument(nif_call *c, const char *fmt, ...)
 ERL_NIF_TERM nif_raise_runtime(nif_call *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Raise for an engine status, with em_last_error() as the message. */
+/* A copy larger than this leaves the normal scheduler for a dirty one
+ * (about a millisecond of memcpy: the BEAM's budget for a NIF call). */
+#define DIRTY_COPY_BYTES ((size_t)1 << 20)
+
+/* ArgumentError "argument <arg> must be <expected>, got: <term>". */
+ERL_NIF_TERM nif_raise_bad_arg(nif_call *c, const char *arg,
+                               const char *expected, ERL_NIF_TERM got);
 ERL_NIF_TERM nif_raise_status(nif_call *c, em_status status);
 /* The exception struct map for a status and message (usable in any env). */
 ERL_NIF_TERM nif_exception(ErlNifEnv *env, em_status status,
@@ -230,7 +238,7 @@ void nif_leave(void);
     F(scan, 4)          /* nif_scan.c */                                       \
     F(window_reduce, 7) /* nif_window.c */                                     \
     F(window_scatter, 8)                                                       \
-    F(conv, 9) /* nif_conv.c */                                                 \
+    F(conv, 9)     /* nif_conv.c */                                            \
     F(identity, 1) /* nif_autodiff.c */                                        \
     F(stop_gradient, 1)                                                        \
     F(vjp, 3)                                                                  \

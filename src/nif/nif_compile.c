@@ -42,10 +42,7 @@ static bool get_program(nif_call *c, ERL_NIF_TERM term, const char *arg,
     nif_program *res;
     if (!enif_get_resource(c->env, term, nif_program_type, (void **)&res) ||
         !res->program) {
-        char text[256];
-        enif_snprintf(text, sizeof text, "%T", term);
-        nif_raise_argument(c, "argument %s must be an Emily program, got: %s",
-                           arg, text);
+        nif_raise_bad_arg(c, arg, "an Emily program", term);
         return false;
     }
     *out = res->program;

@@ -135,8 +135,6 @@ NIF_DECL(is_evaluated) {
  * than the bookkeeping, and a small slice of a large binary would otherwise
  * keep the whole of it alive. */
 #define ALIAS_MIN_BYTES ((size_t)64 << 10)
-/* A copy larger than this leaves the normal scheduler for a dirty one. */
-#define DIRTY_COPY_BYTES ((size_t)1 << 20)
 
 static void format_shape(char *buf, size_t size, const int64_t *shape,
                          int ndim) {
@@ -161,12 +159,8 @@ static ERL_NIF_TERM from_binary(ErlNifEnv *env, const ERL_NIF_TERM argv[],
     int64_t shape[EM_MAX_NDIM];
     int ndim;
     em_dtype dtype;
-    if (!enif_inspect_binary(env, argv[0], &bin)) {
-        char text[256];
-        enif_snprintf(text, sizeof text, "%T", argv[0]);
-        return nif_raise_argument(
-            &c, "argument binary must be a binary, got: %s", text);
-    }
+    if (!enif_inspect_binary(env, argv[0], &bin))
+        return nif_raise_bad_arg(&c, "binary", "a binary", argv[0]);
     if (!nif_get_i64_list(&c, argv[1], "shape", shape, &ndim) ||
         !nif_get_dtype(&c, argv[2], "dtype", &dtype))
         return c.raised;
@@ -506,14 +500,9 @@ NIF_DECL(memory_clear_cache) {
 NIF_DECL(memory_set_limit) {
     nif_call c = NIF_CALL(env, "memory_set_limit");
     ErlNifUInt64 bytes;
-    if (!enif_get_uint64(env, argv[0], &bytes)) {
-        char text[256];
-        enif_snprintf(text, sizeof text, "%T", argv[0]);
-        return nif_raise_argument(&c,
-                                  "argument bytes must be a non-negative "
-                                  "integer (0: no limit), got: %s",
-                                  text);
-    }
+    if (!enif_get_uint64(env, argv[0], &bytes))
+        return nif_raise_bad_arg(
+            &c, "bytes", "a non-negative integer (0: no limit)", argv[0]);
     em_memory_set_limit((size_t)bytes);
     return atoms.ok;
 }
@@ -587,7 +576,7 @@ NIF_DECL(op_names) {
 static ErlNifFunc nif_funcs[] = {
     NIF_CORE_FUNCS(NIF_ROW) NIF_OP_FUNCS(NIF_ROW) NIF_POINTER_FUNCS(NIF_ROW)
         NIF_COMPILE_FUNCS(NIF_ROW)
-        NIF_GENERATED_FUNCS{"build_info", 0, nif_build_info, 0}};
+            NIF_GENERATED_FUNCS{"build_info", 0, nif_build_info, 0}};
 #undef NIF_ROW
 
 ERL_NIF_INIT(Elixir.Emily.Native, nif_funcs, on_load, NULL, on_upgrade, NULL)

@@ -125,12 +125,7 @@ static void bury(em_array *a) {
 static bool get_resource(nif_call *c, ERL_NIF_TERM term, nif_array **out) {
     if (enif_get_resource(c->env, term, nif_array_type, (void **)out))
         return true;
-    char text[256];
-    enif_snprintf(text, sizeof text, "%T", term);
-    nif_raise_argument(c,
-                       "argument tensor must be an Emily array reference, "
-                       "got: %s",
-                       text);
+    nif_raise_bad_arg(c, "tensor", "an Emily array reference", term);
     return false;
 }
 
@@ -210,9 +205,6 @@ NIF_DECL(to_pointer) {
 
 /* ---- from_pointer -------------------------------------------------------- */
 
-/* A copy larger than this leaves the normal scheduler for a dirty one. */
-#define DIRTY_COPY_BYTES ((size_t)1 << 20)
-
 static ERL_NIF_TERM from_pointer_dirty(ErlNifEnv *env, int argc,
                                        const ERL_NIF_TERM argv[]);
 
@@ -223,13 +215,9 @@ static ERL_NIF_TERM from_pointer(ErlNifEnv *env, const ERL_NIF_TERM argv[],
     int64_t shape[EM_MAX_NDIM];
     int ndim;
     em_dtype dtype;
-    if (!enif_get_uint64(env, argv[0], &address)) {
-        char text[256];
-        enif_snprintf(text, sizeof text, "%T", argv[0]);
-        return nif_raise_argument(
-            &c, "argument address must be a non-negative integer, got: %s",
-            text);
-    }
+    if (!enif_get_uint64(env, argv[0], &address))
+        return nif_raise_bad_arg(&c, "address", "a non-negative integer",
+                                 argv[0]);
     if (!nif_get_i64_list(&c, argv[1], "shape", shape, &ndim) ||
         !nif_get_dtype(&c, argv[2], "type", &dtype))
         return c.raised;

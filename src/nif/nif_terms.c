@@ -77,13 +77,17 @@ ERL_NIF_TERM nif_raise_runtime(nif_call *c, const char *fmt, ...) {
     return t;
 }
 
-/* "must be X, got: <term>" — the term printed by enif_snprintf. */
-static bool bad_arg(nif_call *c, const char *arg, const char *expected,
-                    ERL_NIF_TERM got) {
+ERL_NIF_TERM nif_raise_bad_arg(nif_call *c, const char *arg,
+                               const char *expected, ERL_NIF_TERM got) {
     char text[MESSAGE_MAX];
     enif_snprintf(text, sizeof text, "%T", got);
-    nif_raise_argument(c, "argument %s must be %s, got: %s", arg, expected,
-                       text);
+    return nif_raise_argument(c, "argument %s must be %s, got: %s", arg,
+                              expected, text);
+}
+
+static bool bad_arg(nif_call *c, const char *arg, const char *expected,
+                    ERL_NIF_TERM got) {
+    nif_raise_bad_arg(c, arg, expected, got);
     return false;
 }
 
