@@ -102,24 +102,9 @@ em_status em__gpu_pad_eval(em_array *node) {
                   ndim, es, NULL);
     if (st != EM_OK || a->size == 0)
         return st;
-    /* The surviving input block, as pad.c works it out. */
-    int64_t shape[EM_MAX_NDIM], dst_strides[EM_MAX_NDIM];
-    int64_t dst_off = 0, src_off = 0;
-    for (int i = 0; i < ndim; i++) {
-        const int64_t step = p->interior[i] + 1, low = p->low[i];
-        const int64_t out_dim = node->shape[i];
-        int64_t first = low >= 0 ? 0 : (-low + step - 1) / step;
-        int64_t end =
-            out_dim - 1 - low < 0 ? 0 : (out_dim - 1 - low) / step + 1;
-        if (end > a->shape[i])
-            end = a->shape[i];
-        if (end <= first)
-            return EM_OK;
-        shape[i] = end - first;
-        dst_strides[i] = node->strides[i] * step;
-        dst_off += (low + first * step) * node->strides[i];
-        src_off += first * a->strides[i];
-    }
+    int64_t shape[EM_MAX_NDIM], dst_strides[EM_MAX_NDIM], dst_off, src_off;
+    if (!em__pad_block(node, a, p, shape, dst_strides, &dst_off, &src_off))
+        return EM_OK;
     return gpu_copy(node->device, dst + (size_t)dst_off * es, dst_strides,
                     (const char *)em__data(a) + src_off * (int64_t)es,
                     a->strides, shape, ndim, es, NULL);

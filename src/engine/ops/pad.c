@@ -14,6 +14,30 @@
 
 #include <limits.h>
 
+/* Per axis: the first input index j whose position low + j*step is >= 0,
+ * and the count of those whose position is below the output size. */
+bool em__pad_block(const em_array *node, const em_array *a,
+                   const pad_params *p, int64_t *shape, int64_t *dst_strides,
+                   int64_t *dst_off, int64_t *src_off) {
+    *dst_off = *src_off = 0;
+    for (int i = 0; i < node->ndim; i++) {
+        const int64_t step = p->interior[i] + 1, low = p->low[i];
+        const int64_t out_dim = node->shape[i];
+        int64_t first = low >= 0 ? 0 : (-low + step - 1) / step;
+        int64_t end =
+            out_dim - 1 - low < 0 ? 0 : (out_dim - 1 - low) / step + 1;
+        if (end > a->shape[i])
+            end = a->shape[i];
+        if (end <= first)
+            return false;
+        shape[i] = end - first;
+        dst_strides[i] = node->strides[i] * step;
+        *dst_off += (low + first * step) * node->strides[i];
+        *src_off += first * a->strides[i];
+    }
+    return true;
+}
+
 static em_status pad_eval(em_array *node) {
     em_status st = em__alloc_output(node, NULL, 0);
     if (st != EM_OK || node->size == 0)
@@ -29,26 +53,9 @@ static em_status pad_eval(em_array *node) {
     if (a->size == 0)
         return EM_OK;
 
-    /* The surviving input block: per axis the first input index j whose
-     * position low + j*step is >= 0, and the count whose position is below
-     * the output size. */
-    int64_t shape[EM_MAX_NDIM], dst_strides[EM_MAX_NDIM];
-    int64_t dst_off = 0, src_off = 0;
-    for (int i = 0; i < ndim; i++) {
-        const int64_t step = p->interior[i] + 1, low = p->low[i];
-        const int64_t out_dim = node->shape[i];
-        int64_t first = low >= 0 ? 0 : (-low + step - 1) / step;
-        int64_t end =
-            out_dim - 1 - low < 0 ? 0 : (out_dim - 1 - low) / step + 1;
-        if (end > a->shape[i])
-            end = a->shape[i];
-        if (end <= first)
-            return EM_OK; /* everything was cropped away */
-        shape[i] = end - first;
-        dst_strides[i] = node->strides[i] * step;
-        dst_off += (low + first * step) * node->strides[i];
-        src_off += first * a->strides[i];
-    }
+    int64_t shape[EM_MAX_NDIM], dst_strides[EM_MAX_NDIM], dst_off, src_off;
+    if (!em__pad_block(node, a, p, shape, dst_strides, &dst_off, &src_off))
+        return EM_OK; /* everything was cropped away */
     em__copy_strided(dst + (size_t)dst_off * es, dst_strides,
                      (const char *)em__data(a) + src_off * (int64_t)es,
                      a->strides, shape, ndim, es);

@@ -79,6 +79,15 @@ typedef struct pad_params {
     int64_t interior[EM_MAX_NDIM];
 } pad_params;
 
+/* Where a pad's input lands in its output (both of the node), for the CPU
+ * and GPU evals: the block of input elements that survive the cropping,
+ * `shape`, read from a + src_off (a's strides) and written to out + dst_off
+ * with dst_strides (offsets and strides in elements). False when nothing
+ * survives. */
+bool em__pad_block(const em_array *node, const em_array *a,
+                   const pad_params *p, int64_t *shape, int64_t *dst_strides,
+                   int64_t *dst_off, int64_t *src_off);
+
 typedef struct dslice_params {
     int64_t sizes[EM_MAX_NDIM];
     int64_t strides[EM_MAX_NDIM];
