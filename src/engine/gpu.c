@@ -184,27 +184,6 @@ em_status em__gpu_argreduce_eval(em_array *node) {
 
 /* ---- dot ---------------------------------------------------------------- */
 
-/* The stride of a group of axes that merge into one run (size-1 axes
- * ignored; an empty group: stride 0), or false. */
-static bool merge_group(const int64_t *shape, const int64_t *stride, int n,
-                        int64_t *out) {
-    int64_t inner = 0, span = 1;
-    bool any = false;
-    for (int i = n - 1; i >= 0; i--) {
-        if (shape[i] == 1)
-            continue;
-        if (!any) {
-            inner = stride[i];
-            any = true;
-        } else if (stride[i] != inner * span) {
-            return false;
-        }
-        span *= shape[i];
-    }
-    *out = inner;
-    return true;
-}
-
 /* One operand as [batch, rows, cols]: read in place by cuBLAS when its
  * matrix is row- or column-major with one batch stride, else packed
  * row-major into a temporary buffer by the copy kernel. */
@@ -244,9 +223,9 @@ static em_status gemm_operand_make(const em_cuda_api *api, int ord, em_array *x,
         g->cols *= shape[d];
     }
     int64_t sb = 0, sr = 0, sc = 0;
-    bool fits = merge_group(shape, stride, nb, &sb) &&
-                merge_group(shape + nb, stride + nb, nr, &sr) &&
-                merge_group(shape + nb + nr, stride + nb + nr, nc, &sc);
+    bool fits = em__group_stride(shape, stride, nb, &sb) &&
+                em__group_stride(shape + nb, stride + nb, nr, &sr) &&
+                em__group_stride(shape + nb + nr, stride + nb + nr, nc, &sc);
     int64_t r = g->rows, c = g->cols;
     if (fits && (c == 1 || sc == 1) && (r == 1 || sr >= c)) {
         g->trans = 0;

@@ -223,9 +223,8 @@ em_status em__gpu_eye_eval_with(em_array *node, int64_t k, const void *one);
  * strides in elements, dst_strides NULL for row-major. */
 em_status em__gpu_copy_strided(em_device device, void *dst,
                                const int64_t *dst_strides, const void *src,
-                               const int64_t *src_strides,
-                               const int64_t *shape, int ndim,
-                               size_t elem_size);
+                               const int64_t *src_strides, const int64_t *shape,
+                               int ndim, size_t elem_size);
 
 /* Typed element pointer of an evaluated array at its offset. */
 static inline void *em__data(const em_array *a) {
@@ -319,6 +318,13 @@ em_status em__vjp_conv(em_array *, em_array *, const bool *, em_array **);
 /* ------------------------------------------------------------------------ */
 /* Layout helpers for kernels                                                */
 /* ------------------------------------------------------------------------ */
+
+/* The stride of the innermost axis of a group of n axes that merge into one
+ * row-major run (size-1 axes ignored; an empty group has stride 0), or
+ * false when they do not merge: how the CPU and GPU GEMMs decide whether an
+ * operand's batch, row and column axes can be read in place. */
+bool em__group_stride(const int64_t *shape, const int64_t *stride, int n,
+                      int64_t *out);
 
 /* Collapse adjacent axes that are contiguous for every one of `k` operands
  * (strides_k[i] == strides_k[i+1] * shape[i+1]) and drop size-1 axes.

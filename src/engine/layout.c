@@ -49,3 +49,22 @@ int64_t em__split_axes(const em_array *in, unsigned mask, int64_t *kept_shape,
     *nred = nr;
     return count;
 }
+
+bool em__group_stride(const int64_t *shape, const int64_t *stride, int n,
+                      int64_t *out) {
+    int64_t inner = 0, span = 1;
+    bool any = false;
+    for (int i = n - 1; i >= 0; i--) {
+        if (shape[i] == 1)
+            continue;
+        if (!any) {
+            inner = stride[i];
+            any = true;
+        } else if (stride[i] != inner * span) {
+            return false;
+        }
+        span *= shape[i];
+    }
+    *out = inner;
+    return true;
+}

@@ -204,35 +204,13 @@ static void operand_view(dot_operand *v, const em_array *x, const int *batch,
     }
 }
 
-/* The stride of the innermost axis of a group of axes that merge into one
- * row-major run (size-1 axes ignored; an empty group has stride 0), or
- * false when they do not merge. */
-static bool group_stride(const int64_t *shape, const int64_t *stride, int n,
-                         int64_t *out) {
-    int64_t inner = 0, span = 1;
-    bool any = false;
-    for (int i = n - 1; i >= 0; i--) {
-        if (shape[i] == 1)
-            continue;
-        if (!any) {
-            inner = stride[i];
-            any = true;
-        } else if (stride[i] != inner * span) {
-            return false;
-        }
-        span *= shape[i];
-    }
-    *out = inner;
-    return true;
-}
-
 /* Can the [rows, cols] matrix of `v` (per batch) feed BLAS directly? Sets
  * the transpose flag and leading dimension. */
 static bool blas_fits(const dot_operand *v, bool *trans, int64_t *ld) {
     int64_t sr, sc;
-    if (!group_stride(v->shape + v->nb, v->stride + v->nb, v->nr, &sr) ||
-        !group_stride(v->shape + v->nb + v->nr, v->stride + v->nb + v->nr,
-                      v->nc, &sc))
+    if (!em__group_stride(v->shape + v->nb, v->stride + v->nb, v->nr, &sr) ||
+        !em__group_stride(v->shape + v->nb + v->nr, v->stride + v->nb + v->nr,
+                          v->nc, &sc))
         return false;
     int64_t r = v->rows, c = v->cols;
     if ((c == 1 || sc == 1) && (r == 1 || sr >= c)) {
