@@ -34,6 +34,7 @@
 #define EMILY_COMPILE_H
 
 #include "emily.h"
+#include "emily_device.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -81,6 +82,9 @@ size_t em_program_num_captures(const em_program *p);
 /* Capture i (borrowed), as em_program_new found it. */
 em_array *em_program_capture(const em_program *p, size_t i);
 size_t em_program_num_outputs(const em_program *p);
+/* The device input i (a placeholder or a capture) was traced on: replays
+ * take arrays on that device only. */
+em_device em_program_input_device(const em_program *p, size_t i);
 /* The dtype and shape (ndim entries at *shape) of input / output i. */
 void em_program_input_info(const em_program *p, size_t i, em_dtype *dtype,
                            const int64_t **shape, int *ndim);

@@ -545,10 +545,12 @@ defmodule Emily.Compiler do
             "while: the state must hold at least one tensor, got: #{inspect(initial)}"
     end
 
-    cond_program = trace_part(sig, fn state -> [cond_ref(cond_fun.(state))] end)
+    # The loop runs where its state lives: its programs are traced there.
+    {refs, devices} = scalars_follow(refs)
+    cond_program = trace_part(sig, devices, fn state -> [cond_ref(cond_fun.(state))] end)
 
     body_program =
-      trace_part(sig, fn state ->
+      trace_part(sig, devices, fn state ->
         {out_refs, _} = flatten(check_state!(initial, tensorize(body_fun.(state))))
         out_refs
       end)
@@ -557,10 +559,32 @@ defmodule Emily.Compiler do
     result
   end
 
-  defp trace_part(sig, fun) do
-    placeholders = placeholders(sig, :cpu)
+  # Rank-0 CPU entries of a state that also lives on a GPU move there (the
+  # engine's rule for numbers beside GPU operands), so that the whole loop
+  # runs on that GPU.
+  defp scalars_follow(refs) do
+    devices = Enum.map(refs, &Native.array_device/1)
+
+    case Enum.find(devices, &(&1 != 0)) do
+      nil ->
+        {refs, devices}
+
+      gpu ->
+        refs =
+          Enum.zip_with(refs, devices, fn ref, device ->
+            if device == 0 and Native.shape(ref) == [],
+              do: Native.to_device(ref, gpu),
+              else: ref
+          end)
+
+        {refs, Enum.map(refs, &Native.array_device/1)}
+    end
+  end
+
+  defp trace_part(sig, devices, fun) do
+    placeholders = placeholders(sig, devices)
     {state, []} = build(sig, placeholders)
-    outputs = tracing(fn -> fun.(state) end)
+    outputs = on_device_of(devices, fn -> tracing(fn -> fun.(state) end) end)
     Native.program_new(placeholders, outputs, false, true)
   end
 

@@ -162,7 +162,7 @@ uint64_t em__next_seq(void) {
  * scalar tensors, they follow the other inputs to their device; any other
  * mix of devices is an error (moving data is the caller's em_to_device). */
 static bool follows_device(const em_array *a) {
-    return a->ndim == 0 && a->device == EM_DEVICE_CPU;
+    return a->ndim == 0 && a->device == EM_DEVICE_CPU && !a->host_only;
 }
 
 /* The device of a node built from `inputs`, or an error naming the op and
@@ -171,7 +171,7 @@ static em_status device_of_inputs(const em_prim *prim, em_array *const *inputs,
                                   int ninputs, em_device *device) {
     int lead = -1;
     for (int i = 0; i < ninputs && lead < 0; i++)
-        if (!follows_device(inputs[i]))
+        if (!follows_device(inputs[i]) && !inputs[i]->host_only)
             lead = i;
     if (lead < 0) { /* only CPU scalars, or no inputs */
         *device = ninputs > 0 ? EM_DEVICE_CPU : em_default_device();
@@ -179,7 +179,8 @@ static em_status device_of_inputs(const em_prim *prim, em_array *const *inputs,
     }
     *device = inputs[lead]->device;
     for (int i = 0; i < ninputs; i++)
-        if (inputs[i]->device != *device && !follows_device(inputs[i])) {
+        if (inputs[i]->device != *device && !follows_device(inputs[i]) &&
+            !inputs[i]->host_only) {
             char d0[16], d1[16];
             em_desc x, y;
             return em__fail(EM_ERR_ARGUMENT,
@@ -223,7 +224,7 @@ em_status em__node_new(const em_prim *prim, em_dtype dtype,
                             prim->name);
         for (int i = 0; i < ninputs; i++) {
             em_array *in = inputs[i];
-            if (in->device == device) {
+            if (in->device == device || in->host_only) {
                 em_array_retain(in);
                 held[i] = in;
                 continue;

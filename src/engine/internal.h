@@ -130,6 +130,9 @@ struct em_array {
     em_status error_status;
     char *error_message; /* heap copy when state == FAILED */
     em_device device;    /* inputs' device (see emily_device.h) */
+    /* A parameter that the consuming node reads on the host (a program
+     * holder): it stays on the CPU beside inputs on any device. */
+    bool host_only;
 };
 
 /* A new pending node with row-major strides; takes references to inputs.

@@ -125,6 +125,10 @@ void em_program_input_info(const em_program *p, size_t i, em_dtype *dtype,
     *ndim = a->ndim;
 }
 
+em_device em_program_input_device(const em_program *p, size_t i) {
+    return p->tape.inputs[i]->device;
+}
+
 void em_program_output_info(const em_program *p, size_t i, em_dtype *dtype,
                             const int64_t **shape, int *ndim) {
     const em_array *a = p->tape.outputs[i];
@@ -147,6 +151,8 @@ em_status em__program_holder(em_program *p, em_array **out) {
                                     holder_release, p, out);
     if (st != EM_OK)
         em_program_release(p);
+    else
+        (*out)->host_only = true; /* the loop reads it on the host */
     return st;
 }
 

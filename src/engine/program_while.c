@@ -11,8 +11,10 @@
  * offset: a node has one buffer, the loop has n results.
  *
  * The loop runs on the thread that evaluates it, with nested evaluations
- * (em__eval_arrays) of each replay, and packs the state with a host copy:
- * it is written for the CPU backend.
+ * (em__eval_arrays) of each replay. On a GPU the state stays there: each
+ * test copies the one condition byte back, and the final state is packed
+ * by the device's copy kernel. The program holders stay on the host
+ * (host_only).
  */
 #include "ops/copy.h"
 #include "tape.h"
@@ -36,8 +38,12 @@ static em_status test_cond(em_program *cond, em_array *const *args,
         st = em_as_type(c, EM_PRED, &p);
     if (st == EM_OK)
         st = em__eval_arrays(&p, 1);
-    if (st == EM_OK)
-        *holds = *(const uint8_t *)em__data(p) != 0;
+    uint8_t value = 0;
+    if (st == EM_OK && p->device != EM_DEVICE_CPU)
+        st = em__read_device(p, &value, 1);
+    else if (st == EM_OK)
+        value = *(const uint8_t *)em__data(p);
+    *holds = value != 0;
     em_array_release(c);
     em_array_release(p);
     return st;
@@ -91,11 +97,18 @@ static em_status while_eval(em_array *node) {
     }
     if (st == EM_OK)
         st = em__alloc_output(node, NULL, 0);
-    if (st == EM_OK)
-        for (size_t i = 0; i < n; i++)
-            if (state[i]->size > 0)
-                em__copy_array((char *)node->buffer->data + wp->byte_offset[i],
-                               state[i]);
+    for (size_t i = 0; st == EM_OK && i < n; i++) {
+        char *part = (char *)node->buffer->data + wp->byte_offset[i];
+        if (state[i]->size == 0)
+            continue;
+        if (node->device == EM_DEVICE_CPU)
+            em__copy_array(part, state[i]);
+        else
+            st = em__gpu_copy_strided(state[i]->device, part, NULL,
+                                      em__data(state[i]), state[i]->strides,
+                                      state[i]->shape, state[i]->ndim,
+                                      em_dtype_size(state[i]->dtype));
+    }
 done:
     if (state)
         release_all(state, n);
@@ -108,14 +121,14 @@ done:
     return st;
 }
 
-static const em_prim while_prim = {"while", while_eval, NULL};
+static const em_prim while_prim = {"while", while_eval, NULL, while_eval};
 
 static em_status part_eval(em_array *node) {
     em__share_buffer(node, node->inputs[0]);
     return EM_OK;
 }
 
-static const em_prim part_prim = {"while_part", part_eval, NULL};
+static const em_prim part_prim = {"while_part", part_eval, NULL, part_eval};
 
 static bool same_signature(const em_array *a, em_dtype dtype,
                            const int64_t *shape, int ndim) {
@@ -169,6 +182,17 @@ static em_status check_programs(em_program *cond, em_program *body,
                 em_program_input_info(body, i, &dt, &shape, &ndim);
             else
                 em_program_output_info(body, i, &dt, &shape, &ndim);
+            if (k < 2 && em_program_input_device(k ? body : cond, i) !=
+                             initial[i]->device) {
+                char dp[16], ds[16];
+                em_device want = em_program_input_device(k ? body : cond, i);
+                return em__fail(
+                    EM_ERR_ARGUMENT,
+                    "while: state %zu is on %s but %s %zu was "
+                    "traced on %s",
+                    i, em_device_name(initial[i]->device, ds, sizeof ds),
+                    which[k], i, em_device_name(want, dp, sizeof dp));
+            }
             if (!same_signature(initial[i], dt, shape, ndim)) {
                 return em__fail(EM_ERR_ARGUMENT,
                                 "while: state %zu is %s but %s %zu is %s%s", i,

@@ -164,6 +164,23 @@ defmodule Emily.GPUTest do
       assert T.to_list(T.to_device(out, :cpu)) == [1.0, 2.0, 3.0, 4.0]
     end
 
+    test "a traced while loop runs on the GPU, numbers in its state included" do
+      loop = fn x ->
+        Emily.Compiler.while(
+          {x, 0},
+          fn {_x, i} -> T.less(i, 5) end,
+          fn {x, i} -> {T.add(T.multiply(x, 1.5), i), T.add(i, 1)} end
+        )
+      end
+
+      x = rand({33}, 31)
+      {cpu_x, cpu_i} = Emily.Compiler.jit(loop).(x)
+      {gpu_x, gpu_i} = Emily.Compiler.jit(loop).(gpu(x))
+      assert T.device(gpu_x) == {:gpu, 0}
+      assert T.to_number(T.to_device(gpu_i, :cpu)) == T.to_number(cpu_i)
+      assert_close(gpu_x, cpu_x, 1.0e-6)
+    end
+
     test "grad of a GPU computation matches the CPU's" do
       loss = fn w, x -> T.sum(T.tanh(T.dot(x, w))) end
       {w, x} = {rand({8, 4}, 21), rand({5, 8}, 22)}
