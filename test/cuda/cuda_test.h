@@ -87,6 +87,7 @@ bool skip_dtype(em_dtype d);
 
 /* ---- families in their own files (test/cuda/test_<family>.c), each
  * called from main() in test_cuda.c ---- */
-void test_while(void); /* test_while.c */
+void test_while(void);    /* test_while.c */
+void test_in_range(void); /* test_in_range.c */
 
 #endif

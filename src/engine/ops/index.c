@@ -735,11 +735,9 @@ static em_status scatter_eval(em_array *node) {
 }
 
 static const em_prim indexed_add_prim = {"indexed_add", scatter_eval,
-                                         em__vjp_indexed,
-                                         em__gpu_scatter_eval};
+                                         em__vjp_indexed, em__gpu_scatter_eval};
 static const em_prim indexed_put_prim = {"indexed_put", scatter_eval,
-                                         em__vjp_indexed,
-                                         em__gpu_scatter_eval};
+                                         em__vjp_indexed, em__gpu_scatter_eval};
 
 static em_status indexed_update(const char *op, const em_prim *prim, bool add,
                                 em_array *a, em_array *indices,
@@ -833,6 +831,36 @@ static em_status in_range_eval(em_array *node) {
 
 static const em_prim in_range_prim = {"indices_in_range", in_range_eval, NULL};
 
+/* On a GPU: all(0 <= w && w < bound) over the indices widened to s64, from
+ * ops that run there. A u64 index above INT64_MAX wraps negative where the
+ * CPU eval saturates it: out of range either way. */
+static em_status in_range_composed(em_array *indices, int64_t bound,
+                                   em_array **out) {
+    em_array *w = NULL, *zero = NULL, *hi = NULL, *ge = NULL, *lt = NULL,
+             *both = NULL;
+    em_status st = em_as_type(indices, EM_S64, &w);
+    if (st == EM_OK)
+        st = em_scalar_s64(0, EM_S64, &zero);
+    if (st == EM_OK)
+        st = em_scalar_s64(bound, EM_S64, &hi);
+    if (st == EM_OK)
+        st = em_binary(EM_BINARY_greater_equal, w, zero, &ge);
+    if (st == EM_OK)
+        st = em_binary(EM_BINARY_less, w, hi, &lt);
+    if (st == EM_OK)
+        st = em_binary(EM_BINARY_logical_and, ge, lt, &both);
+    if (st == EM_OK) {
+        int axes[EM_MAX_NDIM];
+        for (int i = 0; i < both->ndim; i++)
+            axes[i] = i;
+        st = em_reduce(EM_REDUCE_all, both, axes, both->ndim, false, out);
+    }
+    em_array *tmp[6] = {w, zero, hi, ge, lt, both};
+    for (int i = 0; i < 6; i++)
+        em_array_release(tmp[i]);
+    return st;
+}
+
 em_status em_indices_in_range(em_array *indices, int64_t bound,
                               em_array **out) {
     if (!indices || !out)
@@ -841,6 +869,8 @@ em_status em_indices_in_range(em_array *indices, int64_t bound,
     em_status st = check_index_dtype("indices_in_range", indices);
     if (st != EM_OK)
         return st;
+    if (indices->device != EM_DEVICE_CPU)
+        return in_range_composed(indices, bound, out);
     in_range_params p = {bound};
     return em__node_new_params(&in_range_prim, EM_PRED, NULL, 0, &indices, 1,
                                &p, sizeof p, out);
