@@ -1,7 +1,10 @@
 # Trains a 64-128-10 MLP (ReLU, softmax cross-entropy) on scikit-learn's
 # 8x8 handwritten digits with Emily's autodiff and SGD with momentum.
 #
-#   mix run examples/mlp_digits.exs [epochs]
+#   mix run examples/mlp_digits.exs [epochs] [--gpu]
+#
+# With --gpu every tensor is created on CUDA device 0 (the default backend
+# becomes {Emily.Tensor, device: :gpu}), so the same code trains there.
 #
 # Needs python3-sklearn (scripts/setup.sh installs it) for the data file.
 # The training step (forward pass, backward pass from value_and_grad, and
@@ -12,16 +15,21 @@
 alias Emily.Compiler
 alias Emily.Tensor, as: T
 
+{flags, rest, _} = OptionParser.parse(System.argv(), strict: [gpu: :boolean])
+
 epochs =
-  case System.argv() do
+  case rest do
     [n] -> String.to_integer(n)
     _ -> 12
   end
 
+device = if flags[:gpu], do: :gpu, else: :cpu
+Emily.Tensor.global_default_backend({Emily.Tensor, device: device})
+
 # ---- data --------------------------------------------------------------
 
 {path, 0} =
-  System.cmd("/usr/bin/python3", [
+  System.cmd(System.find_executable("python3") || "/usr/bin/python3", [
     "-c",
     "import os, sklearn; print(os.path.join(os.path.dirname(sklearn.__file__), " <>
       "'datasets', 'data', 'digits.csv.gz'))"
@@ -136,8 +144,8 @@ train_step =
 bar_width = 30
 
 IO.puts(
-  "MLP 64-128-10 on 8x8 digits: #{n_train} train / #{n_test} test, batch #{batch}, " <>
-    "SGD momentum #{momentum}, lr #{lr}"
+  "MLP 64-128-10 on 8x8 digits (#{device}): #{n_train} train / #{n_test} test, " <>
+    "batch #{batch}, SGD momentum #{momentum}, lr #{lr}"
 )
 
 started = System.monotonic_time(:millisecond)

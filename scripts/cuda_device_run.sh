@@ -48,6 +48,11 @@ if [ -n "${EXSTAGE:-}" ]; then
       -r test/test_helper.exs -r test/emily/gpu_test.exs ) > "$OUT/exunit_gpu.log" 2>&1
   echo "exunit exit $?"
   grep -E "^\s+[0-9]+\) test|\*\* \(|tests?, " "$OUT/exunit_gpu.log" | head -40
+  echo "== examples/mlp_digits.exs --gpu"
+  ( export PATH=/tmp/ex/usr/lib/elixir/bin:/tmp/ex/usr/lib/erlang/bin:$PATH \
+           LD_LIBRARY_PATH=/tmp/ex/lib:$LD_LIBRARY_PATH
+    timeout 120 elixir -pa "$EXSTAGE/emily/ebin" -e 'Application.ensure_all_started(:emily)' \
+      examples/mlp_digits.exs 12 --gpu ) 2>&1 | tr '\r' '\n' | grep -E "MLP|loss|accuracy|Error|\*\*" | tail -16
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "== bench"
