@@ -28,12 +28,21 @@ Emily.Tensor.global_default_backend({Emily.Tensor, device: device})
 
 # ---- data --------------------------------------------------------------
 
-{path, 0} =
-  System.cmd(System.find_executable("python3") || "/usr/bin/python3", [
-    "-c",
-    "import os, sklearn; print(os.path.join(os.path.dirname(sklearn.__file__), " <>
-      "'datasets', 'data', 'digits.csv.gz'))"
-  ])
+# Debian's python3 (python3-sklearn), else the first python3 on the PATH
+# that has scikit-learn.
+path =
+  ["/usr/bin/python3", System.find_executable("python3")]
+  |> Enum.filter(&(&1 && File.exists?(&1)))
+  |> Enum.find_value(fn python ->
+    script =
+      "import os, sklearn; print(os.path.join(os.path.dirname(sklearn.__file__), " <>
+        "'datasets', 'data', 'digits.csv.gz'))"
+
+    case System.cmd(python, ["-c", script], stderr_to_stdout: true) do
+      {path, 0} -> path
+      _ -> nil
+    end
+  end) || raise "scikit-learn's digits data not found: install python3-sklearn"
 
 # The file's numbers are written as "0" or "0.0".
 parse_number = fn text ->
@@ -135,12 +144,12 @@ train_step =
   Compiler.jit(fn params, velocity, xb, yb ->
     {loss, grads} = grad_fn.(params, xb, yb)
 
-    velocity =
-      Map.new(velocity, fn {k, v} -> {k, T.add(T.multiply(v, momentum), grads[k])} end)
+    velocity = Map.new(velocity, fn {k, v} -> {k, T.add(T.multiply(v, momentum), grads[k])} end)
 
     params = Map.new(params, fn {k, p} -> {k, T.subtract(p, T.multiply(velocity[k], lr))} end)
     {loss, params, velocity}
   end)
+
 bar_width = 30
 
 IO.puts(
