@@ -139,10 +139,12 @@ int main(int argc, char **argv) {
         return 0;
     }
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+    /* --eager: only the host cost of eager ops (launch overhead). */
+    bool eager_only = argc > 1 && !strcmp(argv[1], "--eager");
     const double gib = 1073741824.0;
     int64_t n1g[1] = {(int64_t)1 << 28}; /* 1 GiB of f32 */
 
-    {
+    if (!eager_only) {
         em_array *x = random_gpu(n1g, 1, EM_F32),
                  *y = random_gpu(n1g, 1, EM_F32);
         em_array *in[2] = {x, y};
@@ -157,7 +159,7 @@ int main(int argc, char **argv) {
         em_array_release(x);
         em_array_release(y);
     }
-    {
+    if (!eager_only) {
         int64_t shape[2] = {4096, 32768};
         em_array *x = random_gpu(shape, 2, EM_F32);
         double t = time_op(op_softmax, &x);
@@ -167,7 +169,7 @@ int main(int argc, char **argv) {
     }
     int sizes[2] = {4096, 8192};
     em_dtype gemm_dtypes[2] = {EM_F32, EM_BF16};
-    for (int di = 0; di < 2; di++)
+    for (int di = 0; di < (eager_only ? 0 : 2); di++)
         for (int si = 0; si < (quick ? 1 : 2); si++) {
             int64_t n = sizes[si];
             int64_t shape[2] = {n, n};
@@ -209,6 +211,30 @@ int main(int argc, char **argv) {
             ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 /
             iters;
         result("eager_add_1024_per_op", us / 1e3, us, "us");
+        /* The same op in its three host phases (clock read around each;
+         * ~20 ns of each phase is the clock itself). */
+        double phase[3] = {0, 0, 0};
+        for (int it = 0; it < iters; it++) {
+            em_array *z;
+            struct timespec a, b, c, d;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            check(em_binary(EM_BINARY_add, x, y, &z), "add");
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            check(em_eval(&z, 1), "eval");
+            clock_gettime(CLOCK_MONOTONIC, &c);
+            em_array_release(z);
+            clock_gettime(CLOCK_MONOTONIC, &d);
+            phase[0] += (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+            phase[1] += (c.tv_sec - b.tv_sec) * 1e9 + (c.tv_nsec - b.tv_nsec);
+            phase[2] += (d.tv_sec - c.tv_sec) * 1e9 + (d.tv_nsec - c.tv_nsec);
+        }
+        check(em_device_synchronize(GPU), "sync");
+        const char *names[3] = {"build", "eval", "release"};
+        for (int k = 0; k < 3; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "eager_add_1024_%s", names[k]);
+            result(name, phase[k] / iters / 1e6, phase[k] / iters / 1e3, "us");
+        }
         em_array_release(x);
         em_array_release(y);
     }

@@ -980,6 +980,7 @@ int main(void) {
     test_scatter();
     test_sort();
     test_threads();
+    test_streams();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
     em_memory_get_device_stats(GPU, &ms);
