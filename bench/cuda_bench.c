@@ -15,6 +15,7 @@
  */
 #include "emily.h"
 #include "emily_device.h"
+#include "../src/cuda/emily_cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,11 @@ static void check(em_status st, const char *what) {
         fprintf(stderr, "%s: %s\n", what, em_last_error());
         exit(1);
     }
+}
+
+static void die(const char *why) {
+    fprintf(stderr, "%s\n", why);
+    exit(1);
 }
 
 static uint64_t rng = 88172645463325252ull;
@@ -132,6 +138,53 @@ static void result(const char *name, double ms, double figure,
     fflush(stdout);
 }
 
+/* libemily's accessor for the plugin (src/engine/internal.h): lets the
+ * eager section time a bare launch, without the engine around it. */
+em_status em__gpu_backend(em_device device, const em_cuda_api **api,
+                          int *ordinal);
+
+static double elapsed_us(struct timespec a, struct timespec b) {
+    return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / 1e3;
+}
+
+/* The plugin's own cost for the eager add: the same contiguous f32 job
+ * queued straight through em_cuda_api, per call. */
+static void bare_launch(int iters) {
+    const em_cuda_api *api;
+    int ord;
+    check(em__gpu_backend(GPU, &api, &ord), "backend");
+    void *buf[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < 3; k++)
+        if (api->malloc(ord, 4096, &buf[k]))
+            die(api->last_error());
+    em_cuda_ew job;
+    memset(&job, 0, sizeof job);
+    job.family = EM_CUDA_BINARY;
+    job.op = EM_BINARY_add;
+    job.dtype_in = job.dtype_out = job.dtype_pred = EM_F32;
+    job.nin = 2;
+    job.ndim = 1;
+    job.n = job.shape[0] = 1024;
+    job.strides[0][0] = job.strides[1][0] = 1;
+    job.in[0] = buf[0];
+    job.in[1] = buf[1];
+    job.out = buf[2];
+    for (int it = 0; it < 1000; it++)
+        api->elementwise(ord, &job);
+    api->synchronize(ord);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int it = 0; it < iters; it++)
+        if (api->elementwise(ord, &job))
+            die(api->last_error());
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    api->synchronize(ord);
+    double us = elapsed_us(t0, t1) / iters;
+    result("eager_add_1024_bare_launch", us / 1e3, us, "us");
+    for (int k = 0; k < 3; k++)
+        api->free(ord, buf[k]);
+}
+
 int main(int argc, char **argv) {
     const char *reason;
     if (!em_device_available(GPU, &reason)) {
@@ -229,6 +282,7 @@ int main(int argc, char **argv) {
             phase[2] += (d.tv_sec - c.tv_sec) * 1e9 + (d.tv_nsec - c.tv_nsec);
         }
         check(em_device_synchronize(GPU), "sync");
+        bare_launch(iters);
         const char *names[3] = {"build", "eval", "release"};
         for (int k = 0; k < 3; k++) {
             char name[64];
