@@ -15,6 +15,7 @@
  */
 #include "emily.h"
 #include "emily_device.h"
+#include "../src/cuda/emily_cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,11 @@ static void check(em_status st, const char *what) {
         fprintf(stderr, "%s: %s\n", what, em_last_error());
         exit(1);
     }
+}
+
+static void die(const char *why) {
+    fprintf(stderr, "%s\n", why);
+    exit(1);
 }
 
 static uint64_t rng = 88172645463325252ull;
@@ -132,6 +138,53 @@ static void result(const char *name, double ms, double figure,
     fflush(stdout);
 }
 
+/* libemily's accessor for the plugin (src/engine/internal.h): lets the
+ * eager section time a bare launch, without the engine around it. */
+em_status em__gpu_backend(em_device device, const em_cuda_api **api,
+                          int *ordinal);
+
+static double elapsed_us(struct timespec a, struct timespec b) {
+    return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / 1e3;
+}
+
+/* The plugin's own cost for the eager add: the same contiguous f32 job
+ * queued straight through em_cuda_api, per call. */
+static void bare_launch(int iters) {
+    const em_cuda_api *api;
+    int ord;
+    check(em__gpu_backend(GPU, &api, &ord), "backend");
+    void *buf[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < 3; k++)
+        if (api->malloc(ord, 4096, &buf[k]))
+            die(api->last_error());
+    em_cuda_ew job;
+    memset(&job, 0, sizeof job);
+    job.family = EM_CUDA_BINARY;
+    job.op = EM_BINARY_add;
+    job.dtype_in = job.dtype_out = job.dtype_pred = EM_F32;
+    job.nin = 2;
+    job.ndim = 1;
+    job.n = job.shape[0] = 1024;
+    job.strides[0][0] = job.strides[1][0] = 1;
+    job.in[0] = buf[0];
+    job.in[1] = buf[1];
+    job.out = buf[2];
+    for (int it = 0; it < 1000; it++)
+        api->elementwise(ord, &job);
+    api->synchronize(ord);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int it = 0; it < iters; it++)
+        if (api->elementwise(ord, &job))
+            die(api->last_error());
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    api->synchronize(ord);
+    double us = elapsed_us(t0, t1) / iters;
+    result("eager_add_1024_bare_launch", us / 1e3, us, "us");
+    for (int k = 0; k < 3; k++)
+        api->free(ord, buf[k]);
+}
+
 int main(int argc, char **argv) {
     const char *reason;
     if (!em_device_available(GPU, &reason)) {
@@ -139,10 +192,12 @@ int main(int argc, char **argv) {
         return 0;
     }
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+    /* --eager: only the host cost of eager ops (launch overhead). */
+    bool eager_only = argc > 1 && !strcmp(argv[1], "--eager");
     const double gib = 1073741824.0;
     int64_t n1g[1] = {(int64_t)1 << 28}; /* 1 GiB of f32 */
 
-    {
+    if (!eager_only) {
         em_array *x = random_gpu(n1g, 1, EM_F32),
                  *y = random_gpu(n1g, 1, EM_F32);
         em_array *in[2] = {x, y};
@@ -157,7 +212,7 @@ int main(int argc, char **argv) {
         em_array_release(x);
         em_array_release(y);
     }
-    {
+    if (!eager_only) {
         int64_t shape[2] = {4096, 32768};
         em_array *x = random_gpu(shape, 2, EM_F32);
         double t = time_op(op_softmax, &x);
@@ -167,7 +222,7 @@ int main(int argc, char **argv) {
     }
     int sizes[2] = {4096, 8192};
     em_dtype gemm_dtypes[2] = {EM_F32, EM_BF16};
-    for (int di = 0; di < 2; di++)
+    for (int di = 0; di < (eager_only ? 0 : 2); di++)
         for (int si = 0; si < (quick ? 1 : 2); si++) {
             int64_t n = sizes[si];
             int64_t shape[2] = {n, n};
@@ -209,6 +264,31 @@ int main(int argc, char **argv) {
             ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 /
             iters;
         result("eager_add_1024_per_op", us / 1e3, us, "us");
+        /* The same op in its three host phases (clock read around each;
+         * ~20 ns of each phase is the clock itself). */
+        double phase[3] = {0, 0, 0};
+        for (int it = 0; it < iters; it++) {
+            em_array *z;
+            struct timespec a, b, c, d;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            check(em_binary(EM_BINARY_add, x, y, &z), "add");
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            check(em_eval(&z, 1), "eval");
+            clock_gettime(CLOCK_MONOTONIC, &c);
+            em_array_release(z);
+            clock_gettime(CLOCK_MONOTONIC, &d);
+            phase[0] += (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+            phase[1] += (c.tv_sec - b.tv_sec) * 1e9 + (c.tv_nsec - b.tv_nsec);
+            phase[2] += (d.tv_sec - c.tv_sec) * 1e9 + (d.tv_nsec - c.tv_nsec);
+        }
+        check(em_device_synchronize(GPU), "sync");
+        bare_launch(iters);
+        const char *names[3] = {"build", "eval", "release"};
+        for (int k = 0; k < 3; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "eager_add_1024_%s", names[k]);
+            result(name, phase[k] / iters / 1e6, phase[k] / iters / 1e3, "us");
+        }
         em_array_release(x);
         em_array_release(y);
     }

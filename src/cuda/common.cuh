@@ -1,5 +1,5 @@
-// common.cuh — what the CUDA backend's files share: per-device state (one
-// stream, one cuBLAS handle), error reporting, launch sizes, and the dtype
+// common.cuh — what the CUDA backend's files share: per-device state (the
+// calling thread's stream, see runtime.cu), error reporting, launch sizes, and the dtype
 // traits that let each kernel be written once for every dtype.
 //
 // Dtypes mirror the engine's tables (src/engine/internal.h): a storage type
@@ -52,7 +52,8 @@ struct Device {
     int sms;
 };
 // Select `dev` on this thread and return its state (created on first use),
-// or NULL after recording an error.
+// or NULL after recording an error. `stream` is this thread's current CUDA
+// stream for dev: the one of the engine stream it serves (set_stream).
 Device *device(int dev);
 
 // Blocks for a grid-stride loop over `work` items of 256 threads.

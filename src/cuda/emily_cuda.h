@@ -9,10 +9,10 @@
  * returns. Every call returns an em_status number (0: OK); on failure
  * last_error() gives the calling thread's message.
  *
- * Devices are CUDA ordinals (0-based). All work for one device goes to one
- * CUDA stream, in the order it was submitted, so a buffer freed into the
- * engine's cache after its last use is never overwritten by a later kernel
- * before that use has run.
+ * Devices are CUDA ordinals (0-based). Work goes to the calling thread's
+ * current CUDA stream for the device (set_stream: one per engine stream),
+ * in the order it was submitted. Ordering across streams is the engine's
+ * job (stream_wait; docs/CUDA.md, "Streams").
  */
 #ifndef EMILY_CUDA_H
 #define EMILY_CUDA_H
@@ -217,6 +217,26 @@ typedef struct em_cuda_api {
     int (*event_record)(int dev, void **out);
     int (*event_elapsed)(void *start, void *end, double *ms);
     void (*event_destroy)(void *e);
+
+    /* ---- streams (issue #6 round 3: one CUDA stream per engine stream) ----
+     * The calling thread's work goes to the CUDA stream of (device, engine
+     * stream id) bound by set_stream: id 0 (the default for every thread)
+     * is each device's shared stream; other ids get their own non-blocking
+     * CUDA stream, created on first use and given back to a pool by
+     * stream_retire. Stream handles are opaque and stay valid for the
+     * process's life (retired streams are reused, never destroyed), so the
+     * engine may keep one per buffer as "the stream of its last use". */
+    int (*set_stream)(uint64_t stream_id);
+    /* The handle of this thread's current stream on dev, or NULL (error). */
+    void *(*current_stream)(int dev);
+    /* Order this thread's current stream on dev after all work queued so
+     * far on `producer` (a pooled event; nothing when they are the same). */
+    int (*stream_wait)(int dev, void *producer);
+    /* *pending = 1 when work queued on `stream` has not finished yet. */
+    int (*stream_pending)(int dev, void *stream, int *pending);
+    /* The engine stream `stream_id` is gone: its CUDA streams return to
+     * the pool (work still queued on them runs to completion). */
+    void (*stream_retire)(uint64_t stream_id);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

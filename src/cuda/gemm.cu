@@ -12,10 +12,15 @@
 #include <climits>
 #include <cstdlib>
 #include <mutex>
+#include <unordered_map>
 
 namespace emc {
 
-static cublasHandle_t handles[EM_DEVICE_MAX_GPUS];
+// One cuBLAS handle (and workspace) per CUDA stream: two streams' GEMMs
+// sharing a workspace could overwrite each other's scratch. Streams are
+// never destroyed (runtime.cu), so neither are their handles.
+static std::unordered_map<cudaStream_t, cublasHandle_t>
+    handles[EM_DEVICE_MAX_GPUS];
 static std::mutex handle_lock[EM_DEVICE_MAX_GPUS];
 
 static const char *cublas_name(cublasStatus_t s) {
@@ -137,29 +142,29 @@ int launch_gemm(int dev, Device *d, const em_cuda_gemm *job) {
     }
     std::lock_guard<std::mutex> guard(handle_lock[dev]);
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    if (!handles[dev]) {
-        s = cublasCreate(&handles[dev]);
+    cublasHandle_t &h = handles[dev][d->stream];
+    if (!h) {
+        s = cublasCreate(&h);
         if (s != CUBLAS_STATUS_SUCCESS) {
-            handles[dev] = nullptr;
+            handles[dev].erase(d->stream);
             return fail(EM_ERR_RUNTIME, "cublasCreate: %s", cublas_name(s));
         }
-        // The device's one stream, set once: cublasSetStream would reset
+        // The handle's one stream, set once: cublasSetStream would reset
         // the workspace below to cuBLAS's default pool.
-        s = cublasSetStream(handles[dev], d->stream);
+        s = cublasSetStream(h, d->stream);
         if (s != CUBLAS_STATUS_SUCCESS) {
-            cublasDestroy(handles[dev]);
-            handles[dev] = nullptr;
+            cublasDestroy(h);
+            handles[dev].erase(d->stream);
             return fail(EM_ERR_RUNTIME, "cublasSetStream: %s", cublas_name(s));
         }
         // A 32 MiB workspace, as PyTorch gives cuBLAS on Hopper: some of
         // the fastest kernels need one.
         void *ws = nullptr;
         if (cudaMalloc(&ws, WORKSPACE) == cudaSuccess)
-            cublasSetWorkspace(handles[dev], ws, WORKSPACE);
+            cublasSetWorkspace(h, ws, WORKSPACE);
         else
             cudaGetLastError();
     }
-    cublasHandle_t h = handles[dev];
     s = cublasGemmStridedBatchedEx(
             h, job->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
             job->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)job->n, (int)job->m,

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 namespace emc {
 
@@ -35,16 +37,83 @@ static std::once_flag device_once[EM_DEVICE_MAX_GPUS];
 static int device_status[EM_DEVICE_MAX_GPUS];
 static char device_error[EM_DEVICE_MAX_GPUS][512];
 
-Device *device(int dev) {
-    if (dev < 0 || dev >= EM_DEVICE_MAX_GPUS) {
-        fail(EM_ERR_ARGUMENT, "GPU %d is out of range", dev);
-        return nullptr;
+// ---- streams ------------------------------------------------------------
+//
+// One CUDA stream per (device, engine stream): the engine binds its stream
+// id to the thread (set_stream); id 0 uses the device's shared stream
+// (Device.stream of `devices`). The others are made on first use and kept
+// in `bound` under `streams_lock`; a retired engine stream's CUDA streams
+// go to `spare` for the next one, never destroyed, so a handle the engine
+// keeps on a buffer stays valid.
+
+static std::mutex streams_lock;
+static std::unordered_map<uint64_t, cudaStream_t> bound[EM_DEVICE_MAX_GPUS];
+static std::vector<cudaStream_t> spare[EM_DEVICE_MAX_GPUS];
+// Events for stream_wait, reused: an event may be recorded again as soon
+// as cudaStreamWaitEvent has been queued on it.
+static std::vector<cudaEvent_t> spare_events[EM_DEVICE_MAX_GPUS];
+
+// What a thread remembers so that an ordinary launch costs no lock, no map
+// lookup and no cudaSetDevice: its bound id, the device selected last, and
+// per device the Device view (the bound stream) handed to the kernels.
+struct ThreadState {
+    uint64_t id = 0;
+    int selected = -1;
+    uint64_t view_id[EM_DEVICE_MAX_GPUS] = {};
+    bool view_valid[EM_DEVICE_MAX_GPUS] = {};
+    Device view[EM_DEVICE_MAX_GPUS] = {};
+    cudaEvent_t event[EM_DEVICE_MAX_GPUS] = {};
+    ~ThreadState() {
+        std::lock_guard<std::mutex> guard(streams_lock);
+        for (int i = 0; i < EM_DEVICE_MAX_GPUS; i++)
+            if (event[i])
+                spare_events[i].push_back(event[i]);
     }
-    cudaError_t e = cudaSetDevice(dev);
-    if (e != cudaSuccess) {
-        cuda_fail(e, "cudaSetDevice");
-        return nullptr;
+};
+static thread_local ThreadState self;
+
+static int set_stream(uint64_t stream_id) {
+    self.id = stream_id;
+    return 0;
+}
+
+// The CUDA stream of (dev, id > 0), made on first use.
+static cudaStream_t stream_for(int dev, uint64_t id) {
+    std::lock_guard<std::mutex> guard(streams_lock);
+    auto it = bound[dev].find(id);
+    if (it != bound[dev].end())
+        return it->second;
+    cudaStream_t s = nullptr;
+    if (!spare[dev].empty()) {
+        s = spare[dev].back();
+        spare[dev].pop_back();
+    } else {
+        cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        if (e != cudaSuccess) {
+            cuda_fail(e, "cudaStreamCreateWithFlags");
+            return nullptr;
+        }
     }
+    bound[dev][id] = s;
+    return s;
+}
+
+static void stream_retire(uint64_t stream_id) {
+    if (stream_id == 0)
+        return;
+    std::lock_guard<std::mutex> guard(streams_lock);
+    for (int dev = 0; dev < EM_DEVICE_MAX_GPUS; dev++) {
+        auto it = bound[dev].find(stream_id);
+        if (it != bound[dev].end()) {
+            spare[dev].push_back(it->second);
+            bound[dev].erase(it);
+        }
+    }
+    // Views of other threads never name this id again: only the retired
+    // engine stream's worker bound it.
+}
+
+static Device *device_init(int dev) {
     std::call_once(device_once[dev], [dev] {
         Device &d = devices[dev];
         cudaError_t err = cudaStreamCreateWithFlags(&d.stream,
@@ -73,6 +142,38 @@ Device *device(int dev) {
         return nullptr;
     }
     return &devices[dev];
+}
+
+Device *device(int dev) {
+    if (dev < 0 || dev >= EM_DEVICE_MAX_GPUS) {
+        fail(EM_ERR_ARGUMENT, "GPU %d is out of range", dev);
+        return nullptr;
+    }
+    // The plugin is the only code that selects devices on the threads it
+    // is called from, so the last selection is still current.
+    if (self.selected != dev) {
+        cudaError_t e = cudaSetDevice(dev);
+        if (e != cudaSuccess) {
+            cuda_fail(e, "cudaSetDevice");
+            return nullptr;
+        }
+        self.selected = dev;
+    }
+    if (self.view_valid[dev] && self.view_id[dev] == self.id)
+        return &self.view[dev];
+    Device *shared = device_init(dev);
+    if (!shared)
+        return nullptr;
+    Device v = *shared;
+    if (self.id != 0) {
+        v.stream = stream_for(dev, self.id);
+        if (!v.stream)
+            return nullptr;
+    }
+    self.view[dev] = v;
+    self.view_id[dev] = self.id;
+    self.view_valid[dev] = true;
+    return &self.view[dev];
 }
 
 #define EMC_DEVICE(d, dev)                                                     \
@@ -174,9 +275,11 @@ static int copy_to_host(int dev, void *dst, const void *src, size_t n) {
     return 0;
 }
 
+// Every stream of the device (all engine streams' work), as its name says.
 static int synchronize(int dev) {
     EMC_DEVICE(d, dev);
-    EMC_TRY(cudaStreamSynchronize(d->stream));
+    (void)d;
+    EMC_TRY(cudaDeviceSynchronize());
     return 0;
 }
 
@@ -281,6 +384,43 @@ static void event_destroy(void *e) {
         cudaEventDestroy((cudaEvent_t)e);
 }
 
+// ---- cross-stream ordering ----------------------------------------------
+
+static void *current_stream(int dev) {
+    Device *d = device(dev);
+    return d ? (void *)d->stream : nullptr;
+}
+
+static int stream_wait(int dev, void *producer) {
+    EMC_DEVICE(d, dev);
+    cudaStream_t p = (cudaStream_t)producer;
+    if (!p || p == d->stream)
+        return 0;
+    cudaEvent_t &ev = self.event[dev];
+    if (!ev) {
+        std::lock_guard<std::mutex> guard(streams_lock);
+        if (!spare_events[dev].empty()) {
+            ev = spare_events[dev].back();
+            spare_events[dev].pop_back();
+        }
+    }
+    if (!ev)
+        EMC_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    EMC_TRY(cudaEventRecord(ev, p));
+    EMC_TRY(cudaStreamWaitEvent(d->stream, ev, 0));
+    return 0;
+}
+
+static int stream_pending(int dev, void *stream, int *pending) {
+    EMC_DEVICE(d, dev);
+    cudaStream_t s = stream ? (cudaStream_t)stream : d->stream;
+    cudaError_t e = cudaStreamQuery(s);
+    *pending = e == cudaErrorNotReady;
+    if (e == cudaErrorNotReady || e == cudaSuccess)
+        return 0;
+    return cuda_fail(e, "cudaStreamQuery");
+}
+
 static const em_cuda_api api = {
     EM_CUDA_API_VERSION,
     last_error,
@@ -305,6 +445,12 @@ static const em_cuda_api api = {
     event_record,
     event_elapsed,
     event_destroy,
+    // streams (issue #6 round 3)
+    set_stream,
+    current_stream,
+    stream_wait,
+    stream_pending,
+    stream_retire,
 };
 
 } // namespace emc

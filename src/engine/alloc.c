@@ -28,7 +28,8 @@
 
 typedef struct free_block {
     struct free_block *next;
-    void *data; /* GPU heaps: the device block this node stands for */
+    void *data;   /* GPU heaps: the device block this node stands for */
+    void *stream; /* GPU heaps: the CUDA stream of the block's last use */
 } free_block;
 
 typedef struct heap_t {
@@ -171,6 +172,9 @@ void em_memory_set_limit(size_t bytes) {
 
 /* ---- GPU heaps ---------------------------------------------------------- */
 
+static void gpu_block_free(em_device device, void *data, size_t capacity,
+                           void *stream);
+
 /* Filling fresh GPU blocks with 0xff (NaN for floats) makes a kernel that
  * leaves an output element unwritten visible to the tests. */
 static bool gpu_poison(void) {
@@ -182,13 +186,24 @@ static bool gpu_poison(void) {
     return cached;
 }
 
+/* How far down a free list a GPU allocation looks for a block last used
+ * on its own stream (reusable at once) before taking the head. */
+#define SAME_STREAM_SCAN 8
+
+/* A block last used on another CUDA stream may still be read there: the
+ * allocating stream waits for that stream (an event) before it is handed
+ * out. Blocks of the allocating stream are preferred: stream order alone
+ * protects them. */
 static em_status gpu_block_alloc(em_device device, size_t n, void **data,
-                                 size_t *capacity) {
+                                 size_t *capacity, void **stream) {
     const em_cuda_api *api;
     int ordinal;
     em_status st = em__gpu_backend(device, &api, &ordinal);
     if (st != EM_OK)
         return st;
+    void *cur = api->current_stream(ordinal);
+    if (!cur)
+        return em__gpu_fail(api, EM_ERR_RUNTIME, "allocating GPU memory");
     heap_t *h = &heaps[device];
     size_t cap;
     if (n > ((size_t)1 << 62))
@@ -198,12 +213,21 @@ static em_status gpu_block_alloc(em_device device, size_t n, void **data,
     pthread_mutex_lock(&h->lock);
     h->api = api;
     h->ordinal = ordinal;
-    free_block *b = h->free_lists[cls];
-    void *p = NULL;
+    free_block **link = &h->free_lists[cls];
+    for (int i = 0; *link && i < SAME_STREAM_SCAN; i++) {
+        if ((*link)->stream == cur)
+            break;
+        link = &(*link)->next;
+    }
+    if (!*link)
+        link = &h->free_lists[cls];
+    free_block *b = *link;
+    void *p = NULL, *last = NULL;
     if (b) {
-        h->free_lists[cls] = b->next;
+        *link = b->next;
         h->cache -= cap;
         p = b->data;
+        last = b->stream;
         free(b);
     } else {
         if (h->limit && h->active + h->cache + cap > h->limit)
@@ -234,14 +258,22 @@ static em_status gpu_block_alloc(em_device device, size_t n, void **data,
     if (h->active > h->peak)
         h->peak = h->active;
     pthread_mutex_unlock(&h->lock);
-    if (gpu_poison())
-        api->memset(ordinal, p, 0xff, cap);
+    int rc = last && last != cur ? api->stream_wait(ordinal, last) : 0;
+    if (rc == 0 && gpu_poison())
+        rc = api->memset(ordinal, p, 0xff, cap);
+    if (rc != 0) {
+        em_status failed = em__gpu_fail(api, rc, "allocating GPU memory");
+        gpu_block_free(device, p, cap, last ? last : cur);
+        return failed;
+    }
     *data = p;
     *capacity = cap;
+    *stream = cur;
     return EM_OK;
 }
 
-static void gpu_block_free(em_device device, void *data, size_t capacity) {
+static void gpu_block_free(em_device device, void *data, size_t capacity,
+                           void *stream) {
     heap_t *h = &heaps[device];
     size_t cap;
     int cls = size_class(capacity, &cap);
@@ -251,6 +283,7 @@ static void gpu_block_free(em_device device, void *data, size_t capacity) {
     if (node && h->cache + capacity <= h->cache_cap &&
         (!h->limit || h->active + h->cache + capacity <= h->limit)) {
         node->data = data;
+        node->stream = stream;
         node->next = h->free_lists[cls];
         h->free_lists[cls] = node;
         h->cache += capacity;
@@ -302,17 +335,19 @@ em_status em__buffer_new_on(em_device device, size_t nbytes, em_buffer **out) {
     if (!b)
         return em__fail(EM_ERR_OOM, "out of memory allocating a buffer header");
     b->device = device;
+    void *stream = NULL;
     em_status st =
         device == EM_DEVICE_CPU
             ? block_alloc(nbytes ? nbytes : 1, &b->data, &b->capacity)
             : gpu_block_alloc(device, nbytes ? nbytes : 1, &b->data,
-                              &b->capacity);
+                              &b->capacity, &stream);
     if (st != EM_OK) {
         free(b);
         return st;
     }
     atomic_init(&b->refcount, 1);
     atomic_init(&b->pinned, false);
+    atomic_init(&b->stream, stream);
     b->nbytes = nbytes;
     *out = b;
     return EM_OK;
@@ -344,7 +379,8 @@ void em__buffer_release(em_buffer *b) {
         atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1)
         return;
     if (b->capacity && b->device != EM_DEVICE_CPU)
-        gpu_block_free(b->device, b->data, b->capacity);
+        gpu_block_free(b->device, b->data, b->capacity,
+                       atomic_load_explicit(&b->stream, memory_order_acquire));
     else if (b->capacity)
         block_free(b->data, b->capacity);
     else if (b->release)

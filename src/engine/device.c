@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "../cuda/emily_cuda.h"
+#include "gpu_stream.h"
 #include "internal.h"
 
 #include <dlfcn.h>
@@ -46,6 +47,9 @@ em_device em_default_device(void) { return default_device; }
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static const em_cuda_api *backend;
+/* Set once the backend is usable: lets a stream's release tell the plugin
+ * without loading it. */
+static atomic_bool backend_ready;
 static int backend_devices;
 static char load_reason[1600];
 
@@ -99,6 +103,7 @@ static void load_backend(void) {
     }
     backend_devices = n;
     backend = api;
+    atomic_store(&backend_ready, true);
 }
 
 bool em_device_available(em_device device, const char **reason) {
@@ -129,13 +134,44 @@ bool em_device_available(em_device device, const char **reason) {
     return true;
 }
 
+/* ---- engine streams -> CUDA streams ------------------------------------ */
+
+/* This thread's engine stream, and the id last given to the plugin's
+ * set_stream (both 0 at first, as the plugin's). */
+static _Thread_local uint64_t thread_stream, bound_stream;
+
+void em__set_thread_stream(uint64_t id) { thread_stream = id; }
+
+void em__gpu_stream_retire(uint64_t id) {
+    if (atomic_load(&backend_ready))
+        backend->stream_retire(id);
+}
+
 em_status em__gpu_backend(em_device device, const em_cuda_api **api,
                           int *ordinal) {
+    /* The fast path of every GPU launch: a loaded backend and a valid GPU. */
+    if (em_device_is_gpu(device) && atomic_load_explicit(&backend_ready,
+                                                         memory_order_acquire) &&
+        device - 1 < backend_devices) {
+        if (bound_stream != thread_stream) {
+            backend->set_stream(thread_stream);
+            bound_stream = thread_stream;
+        }
+        if (api)
+            *api = backend;
+        if (ordinal)
+            *ordinal = device - 1;
+        return EM_OK;
+    }
     const char *reason;
     if (!em_device_available(device, &reason))
         return em__fail(em_device_is_gpu(device) ? EM_ERR_UNSUPPORTED
                                                  : EM_ERR_ARGUMENT,
                         "%s", reason);
+    if (bound_stream != thread_stream) {
+        backend->set_stream(thread_stream);
+        bound_stream = thread_stream;
+    }
     if (api)
         *api = backend;
     if (ordinal)
@@ -166,6 +202,8 @@ em_status em__read_device(const em_array *a, void *dst, size_t nbytes) {
     const em_cuda_api *api;
     int ord;
     em_status st = em__gpu_backend(a->device, &api, &ord);
+    if (st == EM_OK)
+        st = em__gpu_wait_buffer(api, ord, a->buffer);
     if (st != EM_OK)
         return st;
     int rc = api->copy_to_host(ord, dst, em__data(a), nbytes);
@@ -184,6 +222,8 @@ static em_status transfer_eval(em_array *node) {
     int ord, rc;
     if (node->device == EM_DEVICE_CPU) { /* GPU -> host */
         st = em__gpu_backend(in->device, &api, &ord);
+        if (st == EM_OK) /* the copy runs on this thread's stream */
+            st = em__gpu_wait_buffer(api, ord, in->buffer);
         if (st != EM_OK)
             return st;
         rc = api->copy_to_host(ord, node->buffer->data, em__data(in), nbytes);

@@ -12,6 +12,7 @@
  * detach both touch `inputs`, so they hold graph_lock; kernels run without
  * any lock.
  */
+#include "gpu_stream.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -20,6 +21,10 @@
 static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t node_finished = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Threads blocked in run_node on a node another thread runs: a finished
+ * node signals node_finished only when there are any (an eager op pays
+ * no lock and no broadcast for nobody). */
+static atomic_int waiters;
 
 typedef struct node_list {
     em_array **items;
@@ -166,7 +171,12 @@ static void finish_node(em_array *node) {
     free(inputs);
 }
 
+/* A waiter counts itself before it looks at the node's state, and the
+ * state is stored before this count is read (both sequentially
+ * consistent): either we see the waiter, or it sees the new state. */
 static void notify_finished(void) {
+    if (atomic_load(&waiters) == 0)
+        return;
     pthread_mutex_lock(&wait_lock);
     pthread_cond_broadcast(&node_finished);
     pthread_mutex_unlock(&wait_lock);
@@ -182,10 +192,12 @@ static em_status run_node(em_array *node) {
         if (expected == EM_NODE_DONE)
             return EM_OK;
         /* RUNNING on another thread: wait for any node to finish. */
+        atomic_fetch_add(&waiters, 1);
         pthread_mutex_lock(&wait_lock);
         while (atomic_load(&node->state) == EM_NODE_RUNNING)
             pthread_cond_wait(&node_finished, &wait_lock);
         pthread_mutex_unlock(&wait_lock);
+        atomic_fetch_sub(&waiters, 1);
         /* PENDING again means the other thread failed; try ourselves. */
     }
     /* GPU nodes run their primitive's GPU eval. A graph rewritten after it
@@ -194,9 +206,15 @@ static em_status run_node(em_array *node) {
     em_status st;
     if (node->device == EM_DEVICE_CPU)
         st = node->prim->eval(node);
-    else if (node->prim->gpu_eval)
-        st = node->prim->gpu_eval(node);
-    else
+    else if (node->prim->gpu_eval) {
+        /* Inputs made (or last used) on another engine stream's CUDA
+         * stream are waited for first (gpu_stream.h). */
+        st = em__gpu_order_inputs(node);
+        if (st == EM_OK)
+            st = node->prim->gpu_eval(node);
+        if (st == EM_OK)
+            st = em__gpu_mark_used(node);
+    } else
         st = em__fail(EM_ERR_UNSUPPORTED, "%s: not implemented on the GPU yet",
                       node->prim->name);
     if (st == EM_OK) {
@@ -251,10 +269,32 @@ em_status em__node_inputs(em_array *node, em_array ***out, int *n) {
     return EM_OK;
 }
 
+/* Whether `node` is pending and all its inputs are evaluated. */
+static bool ready_to_run(em_array *node) {
+    if (atomic_load(&node->state) == EM_NODE_DONE)
+        return false;
+    pthread_mutex_lock(&graph_lock);
+    bool ready = atomic_load(&node->state) != EM_NODE_DONE;
+    for (int i = 0; ready && i < node->ninputs; i++)
+        ready = atomic_load(&node->inputs[i]->state) == EM_NODE_DONE;
+    pthread_mutex_unlock(&graph_lock);
+    return ready;
+}
+
 em_status em__eval_arrays(em_array *const *arrays, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!arrays[i])
             return em__fail(EM_ERR_ARGUMENT, "eval: array %zu is NULL", i);
+    if (n == 1 && atomic_load(&arrays[0]->state) == EM_NODE_DONE)
+        return EM_OK;
+    if (n == 1 && ready_to_run(arrays[0])) {
+        /* An eager op: one pending node over evaluated inputs needs no
+         * walk (no set, stack or order list to allocate). */
+        em_array_retain(arrays[0]);
+        em_status st = run_node(arrays[0]);
+        em_array_release(arrays[0]);
+        return st;
+    }
     node_list order = {0};
     em_status st = topo_order(arrays, n, &order);
     size_t i = 0;

@@ -58,6 +58,9 @@ typedef struct em_buffer {
     void (*release)(void *ctx); /* external memory: how to give it back */
     void *release_ctx;
     em_device device; /* where data points: host memory or a GPU's */
+    /* GPU buffers: the CUDA stream (the plugin's opaque handle) of the last
+     * work queued on this buffer; see gpu_stream.h. */
+    _Atomic(void *) stream;
 } em_buffer;
 
 /* A buffer of `nbytes` (64-byte aligned, from the size-bucketed cache). */

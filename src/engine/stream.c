@@ -7,6 +7,7 @@
  * the stream and reported to the next job that has a `done` callback, so
  * an error is never silently lost.
  */
+#include "gpu_stream.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -39,7 +40,11 @@ struct em_stream {
     em_status pending_status; /* failure of an unobserved job */
     char pending_message[512];
     pthread_t thread;
+    uint64_t id; /* engine stream id: names its CUDA streams (gpu_stream.h) */
 };
+
+/* Ids of engine streams; 0 is "no stream" (threads calling em_eval). */
+static atomic_uint_fast64_t last_stream_id;
 
 static void job_free(job *j) {
     for (size_t i = 0; i < j->narrays; i++)
@@ -79,6 +84,7 @@ static void spin_for_work(em_stream *s, uint64_t seen) {
 
 static void *worker_main(void *arg) {
     em_stream *s = arg;
+    em__set_thread_stream(s->id);
     pthread_mutex_lock(&s->lock);
     for (;;) {
         if (!s->head && !s->closed) {
@@ -152,6 +158,7 @@ em_status em_stream_new(const em_stream_options *opts, em_stream **out) {
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     s->limit = limit;
+    s->id = atomic_fetch_add(&last_stream_id, 1) + 1;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -179,6 +186,7 @@ void em_stream_release(em_stream *s) {
     if (!s ||
         atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
         return;
+    em__gpu_stream_retire(s->id);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->wake);
     free(s);

@@ -89,5 +89,6 @@ bool skip_dtype(em_dtype d);
  * called from main() in test_cuda.c ---- */
 void test_while(void);    /* test_while.c */
 void test_in_range(void); /* test_in_range.c */
+void test_streams(void); /* test_streams.c: one CUDA stream per engine stream */
 
 #endif

@@ -998,6 +998,7 @@ int main(void) {
     test_threads();
     test_while();
     test_in_range();
+    test_streams();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
     em_memory_get_device_stats(GPU, &ms);
