@@ -87,5 +87,7 @@ bool skip_dtype(em_dtype d);
 
 /* ---- families in their own files (test/cuda/test_<family>.c), each
  * called from main() in test_cuda.c ---- */
+void test_fft(void);    /* test_linalg.c */
+void test_linalg(void); /* test_linalg.c */
 
 #endif
