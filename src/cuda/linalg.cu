@@ -234,12 +234,12 @@ template <class T> struct EigValues {
 };
 
 // LAPACK's pivots (1-based row swaps) as the permutation linalg.c builds.
-struct Perm {
-    const int64_t *ipiv;
+template <class P> struct Perm {
+    const P *ipiv;
     int64_t *perm;
     int64_t n;
     __device__ void operator()(int64_t b) const {
-        const int64_t *ip = ipiv + b * n;
+        const P *ip = ipiv + b * n;
         int64_t *p = perm + b * n;
         for (int64_t i = 0; i < n; i++)
             p[i] = i;
@@ -274,9 +274,9 @@ template <class T> struct LuStore {
 
 // determinant: the product of u's diagonal, negated per row swap, in the
 // CPU's order.
-template <class T> struct Det {
+template <class T, class P> struct Det {
     const T *w;
-    const int64_t *ipiv;
+    const P *ipiv;
     T *out;
     int64_t n;
     const int *flag;
@@ -370,6 +370,14 @@ template <class T> struct SvdStore {
         }
         out[e] = flag[b] || (k > 0 && info[b]) ? nan_v<T>() : v;
     }
+};
+
+// The pointer array of a batch (the batched cuBLAS / cuSOLVER calls).
+template <class T> struct Ptrs {
+    T *base;
+    int64_t stride;
+    T **out;
+    __device__ void operator()(int64_t b) const { out[b] = base + b * stride; }
 };
 
 // ---- dtypes --------------------------------------------------------------
@@ -469,6 +477,56 @@ int trsm(EMC_TRSM_ARGS, const c128 *a, int lda, c128 *b, int ldb) {
                          ldb));
     return 0;
 }
+
+// Batched calls for many small matrices (one launch for the batch instead
+// of one solver call per matrix): cuBLAS getrf/getrs/trsm, cuSOLVER potrf.
+#define EMC_BATCHED(T, S, CT)                                                  \
+    int getrf_batched(cublasHandle_t h, int n, T *const *a, int *piv,          \
+                      int *info, int batch) {                                  \
+        EMC_BLAS(cublas##S##getrfBatched(h, n, (CT *const *)a, n, piv, info,  \
+                                         batch));                              \
+        return 0;                                                              \
+    }                                                                          \
+    int getrs_batched(cublasHandle_t h, int n, int nrhs, T *const *a,          \
+                      const int *piv, T *const *b, int batch) {                \
+        int hinfo = 0;                                                         \
+        EMC_BLAS(cublas##S##getrsBatched(h, CUBLAS_OP_N, n, nrhs,              \
+                                         (const CT *const *)a, n, piv,         \
+                                         (CT *const *)b, n, &hinfo, batch));   \
+        return 0;                                                              \
+    }                                                                          \
+    int trsm_batched(EMC_TRSM_ARGS, T *const *a, int lda, T *const *b,         \
+                     int ldb, int batch) {                                     \
+        const CT one = one_of<CT>();                                           \
+        EMC_BLAS(cublas##S##trsmBatched(h, side, uplo, op,                     \
+                                        CUBLAS_DIAG_NON_UNIT, m, n, &one,      \
+                                        (const CT *const *)a, lda,             \
+                                        (CT *const *)b, ldb, batch));          \
+        return 0;                                                              \
+    }                                                                          \
+    int potrf_batched(cusolverDnHandle_t h, int n, T *const *a, int *info,     \
+                      int batch) {                                             \
+        EMC_SOLVER(cusolverDn##S##potrfBatched(h, CUBLAS_FILL_MODE_LOWER, n,   \
+                                               (CT **)a, n, info, batch));     \
+        return 0;                                                              \
+    }
+template <class CT> CT one_of() {
+    if constexpr (std::is_same_v<CT, cuComplex>)
+        return make_cuComplex(1, 0);
+    else if constexpr (std::is_same_v<CT, cuDoubleComplex>)
+        return make_cuDoubleComplex(1, 0);
+    else
+        return CT(1);
+}
+EMC_BATCHED(float, S, float)
+EMC_BATCHED(double, D, double)
+EMC_BATCHED(c64, C, cuComplex)
+EMC_BATCHED(c128, Z, cuDoubleComplex)
+#undef EMC_BATCHED
+
+// Batches of at least 2 matrices up to this order go through the batched
+// calls; larger matrices are factorized one by one (the 64-bit API).
+constexpr int64_t BATCHED_MAX_N = 256;
 
 #define EMC_RC(call)                                                           \
     do {                                                                       \
@@ -571,7 +629,13 @@ int run_linalg(Device *d, Handles *h, em_cuda_linalg *j) {
     Work work(st);
     switch (j->op) {
     case EM_CUDA_CHOLESKY: {
-        if (n > 0) {
+        if (n > 0 && B > 1 && n <= BATCHED_MAX_N) {
+            Scratch aptr_s(st);
+            EMC_TRY(aptr_s.alloc(sizeof(T *) * (size_t)B));
+            EMC_RC(launch_each(d, B, Ptrs<T>{w, n * n, (T **)aptr_s.p}));
+            EMC_RC(potrf_batched(h->solver, (int)n, (T *const *)aptr_s.p, info,
+                                 (int)B));
+        } else if (n > 0) {
             size_t db = 0, hb = 0;
             EMC_SOLVER(cusolverDnXpotrf_bufferSize(h->solver, h->params,
                                                    CUBLAS_FILL_MODE_LOWER, n, ty,
@@ -590,30 +654,10 @@ int run_linalg(Device *d, Handles *h, em_cuda_linalg *j) {
     case EM_CUDA_DET:
     case EM_CUDA_INV:
     case EM_CUDA_SOLVE: {
-        Scratch ipiv_s(st);
-        EMC_TRY(ipiv_s.alloc(sizeof(int64_t) * (size_t)(B * n)));
-        int64_t *ipiv = (int64_t *)ipiv_s.p;
-        if (n > 0) {
-            size_t db = 0, hb = 0;
-            EMC_SOLVER(cusolverDnXgetrf_bufferSize(h->solver, h->params, n, n,
-                                                   ty, w, n, ty, &db, &hb));
-            EMC_RC(work.alloc(db, hb));
-            for (int64_t b = 0; b < B; b++)
-                EMC_SOLVER(cusolverDnXgetrf(h->solver, h->params, n, n, ty,
-                                            w + b * n * n, n, ipiv + b * n, ty,
-                                            work.dev.p, db, work.host.data(), hb,
-                                            info + b));
-        }
-        if (j->op == EM_CUDA_DET)
-            return launch_each(d, B, Det<T>{w, ipiv, out, n, flag});
-        if (j->op == EM_CUDA_LU) {
-            Scratch perm_s(st);
-            EMC_TRY(perm_s.alloc(sizeof(int64_t) * (size_t)(B * n)));
-            int64_t *perm = (int64_t *)perm_s.p;
-            EMC_RC(launch_each(d, B, Perm{ipiv, perm, n}));
-            return launch_each(d, B * 3 * n * n, LuStore<T>{w, perm, out, n, flag});
-        }
-        Scratch ident(st), info2_s(st);
+        const bool batched = B > 1 && n <= BATCHED_MAX_N;
+        Scratch ipiv_s(st), aptr_s(st), bptr_s(st), ident(st), info2_s(st);
+        EMC_TRY(ipiv_s.alloc((batched ? sizeof(int) : sizeof(int64_t)) *
+                             (size_t)(B * n)));
         EMC_TRY(info2_s.alloc(sizeof(int) * (size_t)B));
         int *info2 = (int *)info2_s.p;
         int64_t nrhs = k;
@@ -623,23 +667,81 @@ int run_linalg(Device *d, Handles *h, em_cuda_linalg *j) {
             nrhs = n;
             EMC_RC(launch_each(d, B * n * n, Identity<T>{x, n}));
         }
-        if (n > 0 && nrhs > 0)
+        T **aptr = nullptr, **bptr = nullptr;
+        if (batched) {
+            EMC_TRY(aptr_s.alloc(sizeof(T *) * (size_t)B));
+            EMC_TRY(bptr_s.alloc(sizeof(T *) * (size_t)B));
+            aptr = (T **)aptr_s.p;
+            bptr = (T **)bptr_s.p;
+            EMC_RC(launch_each(d, B, Ptrs<T>{w, n * n, aptr}));
+            if (x)
+                EMC_RC(launch_each(d, B, Ptrs<T>{x, n * nrhs, bptr}));
+            if (n > 0)
+                EMC_RC(getrf_batched(h->blas, (int)n, aptr, (int *)ipiv_s.p, info,
+                                     (int)B));
+        } else if (n > 0) {
+            size_t db = 0, hb = 0;
+            EMC_SOLVER(cusolverDnXgetrf_bufferSize(h->solver, h->params, n, n,
+                                                   ty, w, n, ty, &db, &hb));
+            EMC_RC(work.alloc(db, hb));
             for (int64_t b = 0; b < B; b++)
-                EMC_SOLVER(cusolverDnXgetrs(h->solver, h->params, CUBLAS_OP_N, n,
-                                            nrhs, ty, w + b * n * n, n,
-                                            ipiv + b * n, ty, x + b * n * nrhs,
-                                            n, info2 + b));
-        if (j->op == EM_CUDA_INV)
-            return launch_each(d, B * n * n,
-                               ColToRow<T>{x, n * n, n, out, n * n, 0, n, n,
-                                           flag, info});
-        EMC_RC(launch_each(d, B * n * k,
-                           ColToRow<T>{x, n * k, n, out, n * k, 0, n, k, flag,
-                                       nullptr}));
-        return first_failed(d, info, flag, B, &j->failed);
+                EMC_SOLVER(cusolverDnXgetrf(h->solver, h->params, n, n, ty,
+                                            w + b * n * n, n,
+                                            (int64_t *)ipiv_s.p + b * n, ty,
+                                            work.dev.p, db, work.host.data(), hb,
+                                            info + b));
+        }
+        // The rest for either pivot type (int: batched, int64_t: 64-bit API).
+        auto finish = [&]<class P>(const P *ipiv) -> int {
+            if (j->op == EM_CUDA_DET)
+                return launch_each(d, B, Det<T, P>{w, ipiv, out, n, flag});
+            if (j->op == EM_CUDA_LU) {
+                Scratch perm_s(st);
+                EMC_TRY(perm_s.alloc(sizeof(int64_t) * (size_t)(B * n)));
+                int64_t *perm = (int64_t *)perm_s.p;
+                EMC_RC(launch_each(d, B, Perm<P>{ipiv, perm, n}));
+                return launch_each(d, B * 3 * n * n,
+                                   LuStore<T>{w, perm, out, n, flag});
+            }
+            if (n > 0 && nrhs > 0) {
+                if constexpr (std::is_same_v<P, int>) {
+                    EMC_RC(getrs_batched(h->blas, (int)n, (int)nrhs, aptr, ipiv,
+                                         bptr, (int)B));
+                } else {
+                    for (int64_t b = 0; b < B; b++)
+                        EMC_SOLVER(cusolverDnXgetrs(
+                            h->solver, h->params, CUBLAS_OP_N, n, nrhs, ty,
+                            w + b * n * n, n, ipiv + b * n, ty, x + b * n * nrhs,
+                            n, info2 + b));
+                }
+            }
+            if (j->op == EM_CUDA_INV)
+                return launch_each(d, B * n * n,
+                                   ColToRow<T>{x, n * n, n, out, n * n, 0, n, n,
+                                               flag, info});
+            EMC_RC(launch_each(d, B * n * k,
+                               ColToRow<T>{x, n * k, n, out, n * k, 0, n, k, flag,
+                                           nullptr}));
+            return first_failed(d, info, flag, B, &j->failed);
+        };
+        if (batched)
+            return finish.template operator()<int>((const int *)ipiv_s.p);
+        return finish.template operator()<int64_t>((const int64_t *)ipiv_s.p);
     }
     case EM_CUDA_TRSOLVE: {
-        if (n > 0 && k > 0)
+        if (n > 0 && k > 0 && B > 1 && n <= BATCHED_MAX_N) {
+            Scratch aptr_s(st), bptr_s(st);
+            EMC_TRY(aptr_s.alloc(sizeof(T *) * (size_t)B));
+            EMC_TRY(bptr_s.alloc(sizeof(T *) * (size_t)B));
+            EMC_RC(launch_each(d, B, Ptrs<T>{w, n * n, (T **)aptr_s.p}));
+            EMC_RC(launch_each(d, B, Ptrs<T>{x, n * k, (T **)bptr_s.p}));
+            EMC_RC(trsm_batched(h->blas, j->left ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT,
+                                j->lower ? CUBLAS_FILL_MODE_LOWER
+                                         : CUBLAS_FILL_MODE_UPPER,
+                                j->trans ? CUBLAS_OP_T : CUBLAS_OP_N, (int)xr,
+                                (int)xc, (T *const *)aptr_s.p, (int)n,
+                                (T *const *)bptr_s.p, (int)xr, (int)B));
+        } else if (n > 0 && k > 0)
             for (int64_t b = 0; b < B; b++)
                 EMC_RC(trsm(h->blas, j->left ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT,
                             j->lower ? CUBLAS_FILL_MODE_LOWER

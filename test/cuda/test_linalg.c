@@ -620,6 +620,22 @@ static void expect_error(const char *what, em_status st, em_array **out,
     record("linalg", what, ok, ok ? 0 : INFINITY);
 }
 
+/* A [2, 3, 3] batch (on both devices): `first` then `second`. */
+static pair batch2_pair(em_dtype d, const double *first, const double *second) {
+    double v[18];
+    memcpy(v, first, sizeof(double) * 9);
+    memcpy(v + 9, second, sizeof(double) * 9);
+    int64_t shape[3] = {2, 3, 3};
+    em_array *f = NULL, *c = NULL, *g = NULL;
+    die_on(em_from_data(v, sizeof v, shape, 3, EM_F64, &f), "from_data");
+    die_on(em_as_type(f, d, &c), "as_type");
+    die_on(em_eval(&c, 1), "eval");
+    die_on(em_to_device(c, GPU, &g), "to_device");
+    em_array_release(f);
+    pair p = {c, g};
+    return p;
+}
+
 /* Singular, not positive definite and NaN inputs: the CPU's policy. */
 static void value_failures(em_dtype d) {
     char what[128];
@@ -708,6 +724,39 @@ static void value_failures(em_dtype d) {
             em_array_release(arr[i]);
         rc = rg = NULL;
     }
+    /* the same in a batch (the batched solver calls): matrix 1 fails */
+    static const double pd[9] = {1, 0, 0, 0, 2, 0, 0, 0, 3};
+    pair bs = batch2_pair(d, pd, sing), bz = batch2_pair(d, pd, zdiag),
+         bn = batch2_pair(d, negdef, negdef);
+    snprintf(what, sizeof what, "batch invert singular %s: NaN", dn);
+    die_on(em_invert(bs.c, &rc), what);
+    if (em_invert(bs.g, &rg) == EM_OK) {
+        double w = compare(rc, rg, what, 1);
+        record("linalg", what, w <= 1, w);
+    } else {
+        fail_status(what, EM_ERR_RUNTIME);
+    }
+    em_array_release(rc);
+    em_array_release(rg);
+    rc = rg = NULL;
+    snprintf(what, sizeof what, "batch solve singular %s: error", dn);
+    expect_error(what, em_solve(bs.g, bn.g, &rg), &rg, "matrix 1 of the batch");
+    em_array_release(rg);
+    rg = NULL;
+    snprintf(what, sizeof what, "batch cholesky not positive definite %s: error",
+             dn);
+    expect_error(what, em_cholesky(bs.g, &rg), &rg, "matrix 1 of the batch");
+    em_array_release(rg);
+    rg = NULL;
+    snprintf(what, sizeof what, "batch triangular_solve zero diagonal %s: error",
+             dn);
+    expect_error(what, em_triangular_solve(bz.g, bn.g, true, true, false, &rg),
+                 &rg, "matrix 1 of the batch");
+    em_array_release(rg);
+    rg = NULL;
+    pair_release(bs);
+    pair_release(bz);
+    pair_release(bn);
     pair_release(s);
     pair_release(nd);
     pair_release(zd);
