@@ -2,8 +2,9 @@
  * linalg_gpu_bench.c — em_fft and the linalg ops on the GPU (cuFFT /
  * cuSOLVER through the CUDA plugin) and on the CPU, on random data.
  *
- *   make cuda build/linalg_gpu_bench && build/linalg_gpu_bench
+ *   make cuda build/linalg_gpu_bench && build/linalg_gpu_bench [substring...]
  *
+ * With arguments, only the cases whose name contains one of them run.
  * GPU: CUDA events around build + eval of each case (the value-failure
  * checks of cholesky and solve synchronise inside), 2 warm-ups, median of
  * 5. CPU: host clock around build + eval, median of 3. Prints a table:
@@ -196,7 +197,7 @@ typedef struct bcase {
     bool square; /* a made diagonally dominant; b: [batch, n, 16] */
 } bcase;
 
-int main(void) {
+int main(int argc, char **argv) {
     const char *reason;
     if (!em_device_available(GPU, &reason)) {
         printf("skipped: %s\n", reason);
@@ -224,6 +225,11 @@ int main(void) {
     printf("%-28s %10s %10s %8s\n", "case", "GPU ms", "CPU ms", "CPU/GPU");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bcase *c = &cases[i];
+        bool run = argc < 2;
+        for (int a = 1; a < argc && !run; a++)
+            run = strstr(c->name, argv[a]) != NULL;
+        if (!run)
+            continue;
         double t[2];
         for (int dev = 0; dev < 2; dev++) {
             em_device device = dev == 0 ? GPU : EM_DEVICE_CPU;
