@@ -85,7 +85,7 @@ $(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh s
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/libemily_cuda.so: $(CUDA_OBJ)
-	$(NVCC) -shared -o $@ $^ -lcublas
+	$(NVCC) -shared -o $@ $^ -lcublas -lcufft -lcusolver
 
 priv/libemily_cuda.so: $(BUILD)/libemily_cuda.so
 	@mkdir -p priv
@@ -99,6 +99,9 @@ $(BUILD)/test_cuda: $(CUDA_TEST_SRC) test/cuda/cuda_test.h $(BUILD)/libemily.a
 	$(CC) $(CFLAGS_COMMON) -o $@ $(CUDA_TEST_SRC) $(BUILD)/libemily.a $(LIBS)
 
 $(BUILD)/cuda_bench: bench/cuda_bench.c $(BUILD)/libemily.a
+	$(CC) $(CFLAGS_COMMON) -o $@ $< $(BUILD)/libemily.a $(LIBS)
+
+$(BUILD)/linalg_gpu_bench: bench/linalg_gpu_bench.c $(BUILD)/libemily.a
 	$(CC) $(CFLAGS_COMMON) -o $@ $< $(BUILD)/libemily.a $(LIBS)
 
 clean:

@@ -231,6 +231,8 @@ int launch_scan(Device *d, const em_cuda_scan *s);
 int launch_copy(Device *d, const em_cuda_copy *c);
 int launch_scatter(Device *d, const em_cuda_scatter *s);
 int launch_sort(Device *d, const em_cuda_sort *s);
+int launch_fft(int dev, Device *d, const em_cuda_fft *job);
+int launch_linalg(int dev, Device *d, em_cuda_linalg *job);
 int launch_random_bits(Device *d, const uint32_t *key, int64_t key_stride,
                        void *out, int dtype, int64_t m, int64_t half,
                        int64_t count);

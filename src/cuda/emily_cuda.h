@@ -173,6 +173,59 @@ typedef struct em_cuda_sort {
     void *out;
 } em_cuda_sort;
 
+/* fft (em_fft, emily_fft.h): every row along the axis (in_len elements
+ * in_stride apart, one row per position of the other axes: rows of them,
+ * row r unravelled row-major over oshape to offsets istride / ostride) is
+ * cut or zero padded to the length the mode reads, transformed by cuFFT in
+ * the input's precision and stored (out_len elements out_stride apart) with
+ * the inverse's 1/n scale and the CPU's clean-up (parts below eps and -0.0
+ * become +0.0). mode is an em_fft_mode; dtypes as em_fft. */
+typedef struct em_cuda_fft {
+    int mode, dtype_in, dtype_out, nouter;
+    int64_t n, rows;
+    int64_t in_len, in_stride, out_len, out_stride;
+    int64_t oshape[EM_CUDA_MAX_NDIM], istride[EM_CUDA_MAX_NDIM],
+        ostride[EM_CUDA_MAX_NDIM];
+    double eps;
+    const void *in;
+    void *out;
+} em_cuda_fft;
+
+/* linalg (emily_linalg.h), one op per call over `batch` matrices. */
+enum em_cuda_linalg_op {
+    EM_CUDA_CHOLESKY = 0,
+    EM_CUDA_QR = 1,
+    EM_CUDA_LU = 2,
+    EM_CUDA_EIGH = 3,
+    EM_CUDA_SVD = 4,
+    EM_CUDA_TRSOLVE = 5,
+    EM_CUDA_SOLVE = 6,
+    EM_CUDA_DET = 7,
+    EM_CUDA_INV = 8,
+};
+
+/* Matrix b of the batch (b row-major over bshape, nbatch_dims axes) of a
+ * starts at a + sum coord[d] * a_bstride[d]; its element (i, j) is at
+ * i * a_rs + j * a_cs (the same for the right-hand side b: [n, k], or
+ * [k, n] for a right-side triangular solve; a vector has b_cs 0 and k 1).
+ * The output holds `per` elements per matrix laid out as linalg.c packs
+ * them ([q | r], [p | l | u], [w | v], [u | s | vt], or the one result,
+ * row-major). flag: qr complete / svd full. On return `failed` is the
+ * first matrix whose values the CPU reports as an error (cholesky: not
+ * positive definite; solve, triangular_solve: singular), or -1: those
+ * ops synchronise to read cuSOLVER's info. */
+typedef struct em_cuda_linalg {
+    int op, dtype, nbatch_dims;
+    int flag, left, lower, trans;
+    int64_t batch, m, n, k, per;
+    int64_t bshape[EM_CUDA_MAX_NDIM], a_bstride[EM_CUDA_MAX_NDIM],
+        b_bstride[EM_CUDA_MAX_NDIM];
+    int64_t a_rs, a_cs, b_rs, b_cs;
+    const void *a, *b;
+    void *out;
+    int64_t failed;
+} em_cuda_linalg;
+
 typedef struct em_cuda_api {
     int version; /* EM_CUDA_API_VERSION */
     const char *(*last_error)(void);
@@ -237,6 +290,10 @@ typedef struct em_cuda_api {
     /* The engine stream `stream_id` is gone: its CUDA streams return to
      * the pool (work still queued on them runs to completion). */
     void (*stream_retire)(uint64_t stream_id);
+    /* fft and linalg (src/cuda/fft.cu, src/cuda/linalg.cu): queued, except
+     * the linalg ops that report value failures (see em_cuda_linalg). */
+    int (*fft)(int dev, const em_cuda_fft *job);
+    int (*linalg)(int dev, em_cuda_linalg *job);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

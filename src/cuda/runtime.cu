@@ -356,6 +356,17 @@ static int sort(int dev, const em_cuda_sort *job) {
     return job->n && job->rows ? launch_sort(d, job) : 0;
 }
 
+static int fft(int dev, const em_cuda_fft *job) {
+    EMC_DEVICE(d, dev);
+    return job->rows && job->out_len ? launch_fft(dev, d, job) : 0;
+}
+
+static int linalg(int dev, em_cuda_linalg *job) {
+    EMC_DEVICE(d, dev);
+    job->failed = -1;
+    return job->batch ? launch_linalg(dev, d, job) : 0;
+}
+
 // ---- events -------------------------------------------------------------
 
 static int event_record(int dev, void **out) {
@@ -451,6 +462,9 @@ static const em_cuda_api api = {
     stream_wait,
     stream_pending,
     stream_retire,
+    // fft and linalg
+    fft,
+    linalg,
 };
 
 } // namespace emc

@@ -223,6 +223,8 @@ em_status em__gpu_dynamic_slice_eval(em_array *node);
 em_status em__gpu_dynamic_put_slice_eval(em_array *node);
 em_status em__gpu_scatter_eval(em_array *node); /* indexed_add/put */
 em_status em__gpu_sort_eval(em_array *node);    /* sort and argsort */
+em_status em__gpu_fft_eval(em_array *node);     /* gpu_fft.c */
+em_status em__gpu_linalg_eval(em_array *node);  /* gpu_linalg.c */
 /* eye's GPU eval: the k-th diagonal set to `one` (the dtype's 1 as stored). */
 em_status em__gpu_eye_eval_with(em_array *node, int64_t k, const void *one);
 /* Queue a strided element copy on `device` (a GPU), as em__copy_strided:

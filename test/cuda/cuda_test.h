@@ -90,5 +90,7 @@ bool skip_dtype(em_dtype d);
 void test_while(void);    /* test_while.c */
 void test_in_range(void); /* test_in_range.c */
 void test_streams(void); /* test_streams.c: one CUDA stream per engine stream */
+void test_fft(void);    /* test_linalg.c */
+void test_linalg(void); /* test_linalg.c */
 
 #endif

@@ -946,8 +946,8 @@ static void test_errors(void) {
     em_array_release(sum_cpu);
     em_array_release(scalar);
     out = NULL;
-    expect("fft on the GPU", em_fft(g, 0, 10, EM_FFT_RFFT, 0, &out),
-           EM_ERR_UNSUPPORTED, "not implemented on the GPU");
+    expect("fft length 0 on the GPU", em_fft(g, 0, 0, EM_FFT_RFFT, 0, &out),
+           EM_ERR_ARGUMENT, "length must be positive");
     expect("to unknown device", em_to_device(a, 99, &out), EM_ERR_ARGUMENT,
            "unknown device");
     expect("missing GPU", em_to_device(a, EM_DEVICE_GPU(7), &out),
@@ -995,6 +995,8 @@ int main(void) {
     test_shape();
     test_scatter();
     test_sort();
+    test_fft();
+    test_linalg();
     test_threads();
     test_while();
     test_in_range();

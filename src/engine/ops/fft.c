@@ -38,6 +38,7 @@
 #include "internal.h"
 
 #include "emily_fft.h"
+#include "linalg_params.h"
 
 #include <stdlib.h>
 
@@ -611,13 +612,6 @@ static void fft_rows(void *ctx, int64_t begin, int64_t end) {
 /* The op                                                                    */
 /* ------------------------------------------------------------------------ */
 
-typedef struct fft_params {
-    int axis;
-    int64_t n;
-    em_fft_mode mode;
-    double eps;
-} fft_params;
-
 static em_status fft_eval(em_array *node) {
     const fft_params *pr = node->params;
     em_array *a = node->inputs[0];
@@ -664,7 +658,7 @@ static em_status fft_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim fft_prim = {"fft", fft_eval, NULL};
+static const em_prim fft_prim = {"fft", fft_eval, NULL, em__gpu_fft_eval};
 
 em_status em_fft(em_array *a, int axis, int64_t n, em_fft_mode mode, double eps,
                  em_array **out) {

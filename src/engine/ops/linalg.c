@@ -20,36 +20,16 @@
 
 #include "copy.h"
 #include "emily_linalg.h"
+#include "linalg_params.h"
 
 #include <lapacke.h>
 #include <limits.h>
 #include <stdlib.h>
 
-typedef enum lop {
-    OP_CHOL,
-    OP_QR,
-    OP_LU,
-    OP_EIGH,
-    OP_SVD,
-    OP_TRSOLVE,
-    OP_SOLVE,
-    OP_DET,
-    OP_INV,
-} lop;
-
 static const char *const op_names[] = {
     "cholesky",         "qr",    "lu",          "eigh",  "svd",
     "triangular_solve", "solve", "determinant", "invert"};
 
-typedef struct lparams {
-    lop op;
-    int64_t batch; /* matrices */
-    int64_t m, n;  /* a's matrix shape */
-    int64_t k;     /* right-hand sides (solve, triangular_solve) */
-    int64_t per;   /* output elements per matrix */
-    bool flag;     /* qr: complete; svd: full matrices */
-    bool left, lower, trans;
-} lparams;
 
 /* X(sfx, dtype, T, R, lapack prefix, hermitian eigensolver, Q builder, complex) */
 #define LINALG_DTYPES(X)                                                       \
@@ -392,6 +372,18 @@ static const void *row_major(const em_array *a, void **owned) {
     return copy;
 }
 
+em_status em__linalg_value_error(const lparams *p, int64_t i) {
+    if (p->op == OP_CHOL)
+        return em__fail(EM_ERR_ARGUMENT,
+                        "cholesky: matrix %lld of the batch is not positive "
+                        "definite",
+                        (long long)i);
+    return em__fail(EM_ERR_ARGUMENT,
+                    "%s: can't solve for singular matrix (matrix %lld of the "
+                    "batch)",
+                    op_names[p->op], (long long)i);
+}
+
 static em_status linalg_eval(em_array *node) {
     const lparams *p = node->params;
     em_array *a = node->inputs[0];
@@ -418,23 +410,16 @@ static em_status linalg_eval(em_array *node) {
                      out + (size_t)(i * p->per) * esz);
         if (rc < 0)
             st = em__fail(EM_ERR_OOM, "%s: out of memory", op_names[p->op]);
-        else if (rc > 0 && p->op == OP_CHOL)
-            st = em__fail(EM_ERR_ARGUMENT,
-                          "cholesky: matrix %lld of the batch is not positive "
-                          "definite",
-                          (long long)i);
         else if (rc > 0)
-            st = em__fail(EM_ERR_ARGUMENT,
-                          "%s: can't solve for singular matrix (matrix %lld of "
-                          "the batch)",
-                          op_names[p->op], (long long)i);
+            st = em__linalg_value_error(p, i);
     }
     free(own_a);
     free(own_b);
     return st;
 }
 
-static const em_prim linalg_prim = {"linalg", linalg_eval, NULL};
+static const em_prim linalg_prim = {"linalg", linalg_eval, NULL,
+                                     em__gpu_linalg_eval};
 
 /* ------------------------------------------------------------------------ */
 /* Building nodes                                                            */
@@ -502,7 +487,8 @@ static em_status part_eval(em_array *node) {
     em__share_buffer(node, node->inputs[0]);
     return EM_OK;
 }
-static const em_prim part_prim = {"linalg_part", part_eval, NULL};
+/* A view: the same on either device. */
+static const em_prim part_prim = {"linalg_part", part_eval, NULL, part_eval};
 
 /* A view of one part of a packed node: for every matrix of the batch, the
  * `rows` x `cols` (cols < 0: a vector of `rows`) block at element `offset`
