@@ -80,7 +80,7 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
 cuda: $(BUILD)/libemily_cuda.so priv/libemily_cuda.so
 
-$(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh src/cuda/ewlaunch.cuh include/emily_ops.h include/emily.h src/engine/ops/threefry.h
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh src/cuda/ewlaunch.cuh include/emily_ops.h include/emily.h src/engine/ops/threefry.h src/engine/ops/erfinv.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -99,6 +99,9 @@ $(BUILD)/test_cuda: $(CUDA_TEST_SRC) test/cuda/cuda_test.h $(BUILD)/libemily.a
 	$(CC) $(CFLAGS_COMMON) -o $@ $(CUDA_TEST_SRC) $(BUILD)/libemily.a $(LIBS)
 
 $(BUILD)/cuda_bench: bench/cuda_bench.c $(BUILD)/libemily.a
+	$(CC) $(CFLAGS_COMMON) -o $@ $< $(BUILD)/libemily.a $(LIBS)
+
+$(BUILD)/cuda_conv_bench: bench/cuda_conv_bench.c $(BUILD)/libemily.a
 	$(CC) $(CFLAGS_COMMON) -o $@ $< $(BUILD)/libemily.a $(LIBS)
 
 clean:

@@ -253,6 +253,28 @@ static int sort(int dev, const em_cuda_sort *job) {
     return job->n && job->rows ? launch_sort(d, job) : 0;
 }
 
+// ---- conv / window family ------------------------------------------------
+
+static int erf_inv(int dev, int dtype, const void *in, void *out, int64_t n) {
+    EMC_DEVICE(d, dev);
+    return launch_erf_inv(d, dtype, in, out, n);
+}
+
+static int window_reduce(int dev, const em_cuda_window *job) {
+    EMC_DEVICE(d, dev);
+    return launch_window(d, job);
+}
+
+static int window_scatter(int dev, const em_cuda_window_scatter *job) {
+    EMC_DEVICE(d, dev);
+    return launch_window_scatter(d, job);
+}
+
+static int im2col(int dev, const em_cuda_im2col *job) {
+    EMC_DEVICE(d, dev);
+    return launch_im2col(d, job);
+}
+
 // ---- events -------------------------------------------------------------
 
 static int event_record(int dev, void **out) {
@@ -305,6 +327,11 @@ static const em_cuda_api api = {
     event_record,
     event_elapsed,
     event_destroy,
+    // conv / window family
+    erf_inv,
+    window_reduce,
+    window_scatter,
+    im2col,
 };
 
 } // namespace emc

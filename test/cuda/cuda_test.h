@@ -87,5 +87,10 @@ bool skip_dtype(em_dtype d);
 
 /* ---- families in their own files (test/cuda/test_<family>.c), each
  * called from main() in test_cuda.c ---- */
+/* test_conv.c: conv, window reduce/scatter, random_erf_inv, top_k */
+void test_conv(void);
+void test_window(void);
+void test_erf_inv(void);
+void test_top_k(void);
 
 #endif

@@ -979,6 +979,10 @@ int main(void) {
     test_shape();
     test_scatter();
     test_sort();
+    test_erf_inv();
+    test_window();
+    test_conv();
+    test_top_k();
     test_threads();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
