@@ -50,6 +50,19 @@ def torch_case(shape, dtype, tf32):
     return t, flops / (t * 1e-3) / 1e12
 
 
+def torch_parts(shape, dtype):
+    """The two halves of Emily's method, done by PyTorch: unfold (im2col)
+    and the batched matmul, timed apart (groups == 1 only)."""
+    n, c, o, h, k, pad, groups = shape
+    torch.backends.cuda.matmul.allow_tf32 = False
+    x = (torch.rand(n, c, h, h, device="cuda") * 2 - 1).to(dtype)
+    w = (torch.rand(o, c * k * k, device="cuda") * 2 - 1).to(dtype)
+    cols = F.unfold(x, k, padding=pad)
+    t_unfold = median_ms(lambda: F.unfold(x, k, padding=pad))
+    t_mm = median_ms(lambda: torch.matmul(w, cols))
+    return t_unfold, t_mm
+
+
 def main():
     exe = sys.argv[1] if len(sys.argv) > 1 else os.path.join("build", "cuda_conv_bench")
     proc = subprocess.run([exe], capture_output=True, text=True)
@@ -74,6 +87,9 @@ def main():
                 tms, tfig = torch_case(shape, dtype, tf32)
                 mode = "tf32" if tf32 else "exact"
                 print(f"{key:34} {mode:>11} {ems:9.3f} {tms:9.3f} {efig:9.2f} {tfig:9.2f} {efig / tfig:6.2f}")
+            if shape[6] == 1:
+                tu, tm = torch_parts(shape, dtype)
+                print(f"{'':34} {'unfold+mm':>11} {'':9} {tu + tm:9.3f}   (torch unfold {tu:.3f} + matmul {tm:.3f} ms)")
 
 
 if __name__ == "__main__":
