@@ -46,6 +46,9 @@ template <int SIZE, class I> __global__ void im2col_kernel(em_cuda_im2col j) {
         const E *src =
             in + b * j.batch_stride + t * j.group_stride + c * j.c_stride;
         E *dst = col + row * j.L;
+        // Not unrolled: nvcc 13's -split-compile fails ("Failed to read
+        // bitcode") on the unrolled 1-byte instance.
+#pragma unroll 1
         for (I x = (I)(blockIdx.x * blockDim.x + threadIdx.x); x < L;
              x += (I)(gridDim.x * blockDim.x)) {
             I rest = x;
