@@ -8,6 +8,16 @@ warm-ups, median of 10), then the same shapes in PyTorch timed the same way,
 twice for f32: exact (cuDNN's TF32 off, as Emily's default GEMM) and with
 PyTorch's default (TF32 allowed for convolutions). "ratio" is Emily's
 TFLOP/s over PyTorch's (above 1: Emily faster).
+
+Floors for the first case (8 x 64 -> 64, 56 x 56, 3 x 3, pad 1), before any
+measurement: 2 * 8 * 64 * 576 * 3136 = 1.85 GFLOP; input and output 6.4 MB
+each in f32. At the exact-f32 GEMM rate measured on the H200 (51 TFLOP/s,
+docs/CUDA.md) the arithmetic takes 36 us; Emily's im2col adds a 58 MB
+patch matrix written once and read once by the GEMM (116 MB, ~28 us at
+4.2 TB/s), so f32 should land near 65-80 us against cuDNN's implicit GEMM
+(no patch matrix). bf16: 2.4 us of arithmetic at 760 TFLOP/s but 58 MB of
+patch traffic (~14 us): bound by the im2col bytes, so expect a larger gap
+to cuDNN there (an implicit-GEMM kernel is the fix).
 """
 import os
 import subprocess
