@@ -80,7 +80,7 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
 cuda: $(BUILD)/libemily_cuda.so priv/libemily_cuda.so
 
-$(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh src/cuda/ewlaunch.cuh include/emily_ops.h include/emily.h src/engine/ops/threefry.h
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh src/cuda/ewlaunch.cuh include/emily_ops.h include/emily.h src/engine/ops/threefry.h src/engine/ops/erfinv.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -98,10 +98,9 @@ CUDA_TEST_SRC := $(sort $(wildcard test/cuda/*.c))
 $(BUILD)/test_cuda: $(CUDA_TEST_SRC) test/cuda/cuda_test.h $(BUILD)/libemily.a
 	$(CC) $(CFLAGS_COMMON) -o $@ $(CUDA_TEST_SRC) $(BUILD)/libemily.a $(LIBS)
 
-$(BUILD)/cuda_bench: bench/cuda_bench.c $(BUILD)/libemily.a
-	$(CC) $(CFLAGS_COMMON) -o $@ $< $(BUILD)/libemily.a $(LIBS)
-
-$(BUILD)/linalg_gpu_bench: bench/linalg_gpu_bench.c $(BUILD)/libemily.a
+# Benchmark programs: build/cuda_bench, build/linalg_gpu_bench,
+# build/cuda_conv_bench, ... from bench/<name>.c.
+$(BUILD)/%_bench: bench/%_bench.c $(BUILD)/libemily.a
 	$(CC) $(CFLAGS_COMMON) -o $@ $< $(BUILD)/libemily.a $(LIBS)
 
 clean:

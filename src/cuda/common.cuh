@@ -238,5 +238,10 @@ int launch_random_bits(Device *d, const uint32_t *key, int64_t key_stride,
                        int64_t count);
 int launch_threefry_pairs(Device *d, const uint32_t *key, int64_t key_stride,
                           const uint32_t *in, uint32_t *out, int64_t npairs);
+// conv / window family (window.cu, erfinv.cu, conv.cu)
+int launch_window(Device *d, const em_cuda_window *w);
+int launch_window_scatter(Device *d, const em_cuda_window_scatter *s);
+int launch_erf_inv(Device *d, int dtype, const void *in, void *out, int64_t n);
+int launch_im2col(Device *d, const em_cuda_im2col *j);
 
 } // namespace emc

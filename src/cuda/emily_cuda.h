@@ -225,6 +225,60 @@ typedef struct em_cuda_linalg {
     void *out;
     int64_t failed;
 } em_cuda_linalg;
+/* ---- conv / window family (round 3) ---- */
+
+/* Window reduction (window.c): output element o (row-major over out_shape)
+ * folds, in row-major window order, the input elements at positions
+ * o[i] * strides[i] + k[i] * dil[i] - low[i] (k over window) that fall
+ * inside in_shape (padding is the op's identity, never read). op:
+ * em_window_op (sum, product, max, min). Output contiguous. */
+typedef struct em_cuda_window {
+    int op, dtype, ndim; /* ndim >= 1 */
+    int64_t n;           /* output elements */
+    int64_t out_shape[EM_CUDA_MAX_NDIM], in_shape[EM_CUDA_MAX_NDIM],
+        in_strides[EM_CUDA_MAX_NDIM];
+    int64_t window[EM_CUDA_MAX_NDIM], strides[EM_CUDA_MAX_NDIM],
+        dil[EM_CUDA_MAX_NDIM], low[EM_CUDA_MAX_NDIM];
+    const void *in;
+    void *out;
+} em_cuda_window;
+
+/* window_scatter_max/min: the window geometry of `win` over the operand
+ * (win.in, win.dtype a real dtype; win.op 0 = select max, 1 = min; ties:
+ * the last position in row-major window order, as the CPU), win.out_shape
+ * the windows' shape. `sel` (one int64 per window, scratch) receives the
+ * selected row-major operand index (-1 for an empty window); then every
+ * output element (row-major over in_shape, contiguous, dtype src_dtype)
+ * is init plus the contiguous `source` values of the windows that
+ * selected it, added in window order (the CPU's order: bit-identical). */
+typedef struct em_cuda_window_scatter {
+    em_cuda_window win;
+    int src_dtype;
+    int64_t nout; /* operand elements */
+    const void *source, *init;
+    int64_t *sel;
+    void *out;
+} em_cuda_window_scatter;
+
+/* im2col for conv (conv.c's patch matrix): for every (batch b < nb, group
+ * t < groups) the matrix col[b][t][c * kvol + k][x] (c < cg channels, k
+ * over the kernel window row-major, x over the output positions
+ * row-major, L of them) holds the input element at batch offset
+ * b * batch_stride + t * group_stride, channel c (c_stride) and spatial
+ * position q = x * strides + k * kdil - low of the dilated input, when q
+ * lands on an input element (q % idil == 0, q / idil < in_sp), else 0.
+ * Elements are moved by size (any dtype). */
+typedef struct em_cuda_im2col {
+    int elem_size, ns; /* ns >= 1 spatial axes */
+    int64_t nb, groups, cg, kvol, L;
+    int64_t batch_stride, group_stride, c_stride;
+    int64_t in_sp[EM_CUDA_MAX_NDIM], in_st[EM_CUDA_MAX_NDIM],
+        k_sp[EM_CUDA_MAX_NDIM], out_sp[EM_CUDA_MAX_NDIM];
+    int64_t strides[EM_CUDA_MAX_NDIM], low[EM_CUDA_MAX_NDIM],
+        idil[EM_CUDA_MAX_NDIM], kdil[EM_CUDA_MAX_NDIM];
+    const void *in;
+    void *col;
+} em_cuda_im2col;
 
 typedef struct em_cuda_api {
     int version; /* EM_CUDA_API_VERSION */
@@ -294,6 +348,13 @@ typedef struct em_cuda_api {
      * the linalg ops that report value failures (see em_cuda_linalg). */
     int (*fft)(int dev, const em_cuda_fft *job);
     int (*linalg)(int dev, em_cuda_linalg *job);
+    /* conv / window family (round 3) */
+    /* random_erf_inv: out[i] = erfinv(in[i]) by random.c's formula (in
+     * double), n contiguous elements of a real float dtype. */
+    int (*erf_inv)(int dev, int dtype, const void *in, void *out, int64_t n);
+    int (*window_reduce)(int dev, const em_cuda_window *job);
+    int (*window_scatter)(int dev, const em_cuda_window_scatter *job);
+    int (*im2col)(int dev, const em_cuda_im2col *job);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

@@ -365,6 +365,26 @@ static int linalg(int dev, em_cuda_linalg *job) {
     EMC_DEVICE(d, dev);
     job->failed = -1;
     return job->batch ? launch_linalg(dev, d, job) : 0;
+// ---- conv / window family ------------------------------------------------
+
+static int erf_inv(int dev, int dtype, const void *in, void *out, int64_t n) {
+    EMC_DEVICE(d, dev);
+    return launch_erf_inv(d, dtype, in, out, n);
+}
+
+static int window_reduce(int dev, const em_cuda_window *job) {
+    EMC_DEVICE(d, dev);
+    return launch_window(d, job);
+}
+
+static int window_scatter(int dev, const em_cuda_window_scatter *job) {
+    EMC_DEVICE(d, dev);
+    return launch_window_scatter(d, job);
+}
+
+static int im2col(int dev, const em_cuda_im2col *job) {
+    EMC_DEVICE(d, dev);
+    return launch_im2col(d, job);
 }
 
 // ---- events -------------------------------------------------------------
@@ -465,6 +485,11 @@ static const em_cuda_api api = {
     // fft and linalg
     fft,
     linalg,
+    // conv / window family
+    erf_inv,
+    window_reduce,
+    window_scatter,
+    im2col,
 };
 
 } // namespace emc

@@ -225,6 +225,11 @@ em_status em__gpu_scatter_eval(em_array *node); /* indexed_add/put */
 em_status em__gpu_sort_eval(em_array *node);    /* sort and argsort */
 em_status em__gpu_fft_eval(em_array *node);     /* gpu_fft.c */
 em_status em__gpu_linalg_eval(em_array *node);  /* gpu_linalg.c */
+/* conv / window family (gpu_window.c, gpu_conv.c) */
+em_status em__gpu_window_eval(em_array *node);         /* window_reduce */
+em_status em__gpu_window_scatter_eval(em_array *node); /* window_scatter */
+em_status em__gpu_erf_inv_eval(em_array *node);        /* random_erf_inv */
+em_status em__gpu_conv_eval(em_array *node);
 /* eye's GPU eval: the k-th diagonal set to `one` (the dtype's 1 as stored). */
 em_status em__gpu_eye_eval_with(em_array *node, int64_t k, const void *one);
 /* Queue a strided element copy on `device` (a GPU), as em__copy_strided:

@@ -92,5 +92,10 @@ void test_in_range(void); /* test_in_range.c */
 void test_streams(void); /* test_streams.c: one CUDA stream per engine stream */
 void test_fft(void);    /* test_linalg.c */
 void test_linalg(void); /* test_linalg.c */
+/* test_conv.c: conv, window reduce/scatter, random_erf_inv, top_k */
+void test_conv(void);
+void test_window(void);
+void test_erf_inv(void);
+void test_top_k(void);
 
 #endif

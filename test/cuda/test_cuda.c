@@ -997,6 +997,10 @@ int main(void) {
     test_sort();
     test_fft();
     test_linalg();
+    test_erf_inv();
+    test_window();
+    test_conv();
+    test_top_k();
     test_threads();
     test_while();
     test_in_range();

@@ -376,7 +376,8 @@ static em_status conv_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim conv_prim = {"conv", conv_eval, em__vjp_conv};
+static const em_prim conv_prim = {"conv", conv_eval, em__vjp_conv,
+                                  em__gpu_conv_eval};
 
 em_status em_conv(em_array *input, em_array *kernel,
                   const em_conv_options *opts, em_array **out) {

@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include "emily_random.h"
+#include "erfinv.h"
 #include "threefry.h"
 
 #include <stdio.h>
@@ -205,43 +206,7 @@ em_status em_threefry2x32(em_array *key, em_array *counters, em_array **out) {
 /* em_random_erf_inv                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* Giles' single-precision erfinv: a polynomial in w = -log(1 - x^2), one
- * for the central region (w < 5) and one in sqrt(w) for the tails. */
-static double giles_erfinv(double x) {
-    if (x == 1.0)
-        return INFINITY;
-    if (x == -1.0)
-        return -INFINITY;
-    if (x == 0.0)
-        return x;
-    double w = -log((1.0 - x) * (1.0 + x)); /* NaN beyond [-1, 1] */
-    double p;
-    if (w < 5.0) {
-        w -= 2.5;
-        p = 2.81022636e-08;
-        p = p * w + 3.43273939e-07;
-        p = p * w - 3.5233877e-06;
-        p = p * w - 4.39150654e-06;
-        p = p * w + 0.00021858087;
-        p = p * w - 0.00125372503;
-        p = p * w - 0.00417768164;
-        p = p * w + 0.246640727;
-        p = p * w + 1.50140941;
-    } else {
-        w = sqrt(w) - 3.0;
-        p = -0.000200214257;
-        p = p * w + 0.000100950558;
-        p = p * w + 0.00134934322;
-        p = p * w - 0.00367342844;
-        p = p * w + 0.00573950773;
-        p = p * w - 0.0076224613;
-        p = p * w + 0.00943887047;
-        p = p * w + 1.00167406;
-        p = p * w + 2.83297682;
-    }
-    return p * x;
-}
-
+/* The formula is em_giles_erfinv (erfinv.h, shared with the GPU). */
 typedef void (*erfinv_fn)(const void *in, void *out, int64_t begin,
                           int64_t end);
 
@@ -251,7 +216,7 @@ typedef void (*erfinv_fn)(const void *in, void *out, int64_t begin,
         const S *in = inp;                                                     \
         S *out = outp;                                                         \
         for (int64_t i = begin; i < end; i++)                                  \
-            out[i] = STORE((C)giles_erfinv((double)LOAD(in[i])));              \
+            out[i] = STORE((C)em_giles_erfinv((double)LOAD(in[i])));           \
     }
 EM_DTYPES_REALFLOAT(DEFINE_ERFINV)
 
@@ -280,7 +245,8 @@ static em_status erfinv_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim erfinv_prim = {"random_erf_inv", erfinv_eval, NULL};
+static const em_prim erfinv_prim = {"random_erf_inv", erfinv_eval, NULL,
+                                    em__gpu_erf_inv_eval};
 
 em_status em_random_erf_inv(em_array *a, em_array **out) {
     if (!out)

@@ -265,7 +265,7 @@ static em_status window_eval(em_array *node) {
 }
 
 static const em_prim window_prim = {"window_reduce", window_eval,
-                                    em__vjp_window};
+                                    em__vjp_window, em__gpu_window_eval};
 
 /* ------------------------------------------------------------------------ */
 /* Building                                                                  */
@@ -443,7 +443,8 @@ static em_status scatter_eval(em_array *node) {
     return EM_OK;
 }
 
-static const em_prim scatter_prim = {"window_scatter", scatter_eval, NULL};
+static const em_prim scatter_prim = {"window_scatter", scatter_eval, NULL,
+                                     em__gpu_window_scatter_eval};
 
 em_status em_window_scatter(bool select_max, em_array *a, em_array *source,
                             em_array *init_value, const em_window_options *opts,

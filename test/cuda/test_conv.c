@@ -1,0 +1,429 @@
+/*
+ * test_conv.c — conv, the window ops, random_erf_inv and top_k's
+ * composition on the GPU against the CPU backend.
+ *
+ * Same random inputs on both sides, contiguous, step-2 sliced and
+ * transposed (all axes reversed) layouts, every dtype each CPU op accepts.
+ * conv: ||gpu - cpu|| / ||cpu|| for floats (cuBLAS and OpenBLAS sum in
+ * other orders), integers exactly (both wrap). Window reductions fold in
+ * the CPU's order: integers, max and min exactly, float sums/products
+ * within a few ulp. Window scatters add in the CPU's order: exactly for
+ * every dtype. erf_inv: a few ulp (the same double formula, CUDA's and
+ * libm's log/sqrt differ in the last bits).
+ */
+#include "cuda_test.h"
+#include "emily_conv.h"
+#include "emily_random.h"
+#include "emily_sort.h"
+#include "emily_window.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum nd_layout { ND_CONTIGUOUS, ND_SLICED, ND_REVERSED, ND_LAYOUTS };
+static const char *nd_names[ND_LAYOUTS] = {"contiguous", "sliced",
+                                           "transposed"};
+
+/* Views of layout l over `base` (a base_of array) on the CPU (*cpu) and
+ * on the GPU (*gpu, base copied there first). */
+static void views_of(em_array *base, int ndim, enum nd_layout l, em_array **cpu,
+                     em_array **gpu) {
+    const int64_t *bshape = em_array_shape(base);
+    int perm[EM_MAX_NDIM];
+    for (int i = 0; i < ndim; i++)
+        perm[i] = ndim - 1 - i;
+    em_array *moved = NULL;
+    die_on(em_to_device(base, GPU, &moved), "to_device");
+    em_array *sides[2] = {base, moved}, **outs[2] = {cpu, gpu};
+    for (int s = 0; s < 2; s++) {
+        *outs[s] = NULL;
+        if (!sides[s])
+            continue;
+        if (l == ND_SLICED && ndim > 0) {
+            int64_t start[EM_MAX_NDIM] = {0}, step[EM_MAX_NDIM];
+            for (int i = 0; i < ndim; i++)
+                step[i] = i == ndim - 1 ? 2 : 1;
+            die_on(em_slice(sides[s], start, bshape, step, outs[s]), "slice");
+        } else if (l == ND_REVERSED) {
+            die_on(em_transpose(sides[s], perm, ndim, outs[s]), "transpose");
+        } else {
+            em_array_retain(sides[s]);
+            *outs[s] = sides[s];
+        }
+    }
+    em_array_release(moved);
+}
+
+/* The base array views_of cuts a `shape` view of layout l from: sliced
+ * takes every other element of the last axis of a base twice as long;
+ * transposed reverses the axes of a base of reversed shape. */
+static em_array *base_of(em_dtype d, const int64_t *shape, int ndim,
+                         enum nd_layout l, bool edges, int small) {
+    int64_t bshape[EM_MAX_NDIM];
+    for (int i = 0; i < ndim; i++)
+        bshape[i] = l == ND_REVERSED ? shape[ndim - 1 - i] : shape[i];
+    if (l == ND_SLICED && ndim > 0)
+        bshape[ndim - 1] = 2 * shape[ndim - 1];
+    return random_array(d, bshape, ndim, edges, small);
+}
+
+/* The same random array of `shape` in layout l on the CPU and the GPU. */
+static void make_pair(em_dtype d, const int64_t *shape, int ndim,
+                      enum nd_layout l, bool edges, int small, em_array **cpu,
+                      em_array **gpu) {
+    em_array *base = base_of(d, shape, ndim, l, edges, small);
+    views_of(base, ndim, l, cpu, gpu);
+    em_array_release(base);
+}
+
+static void release_all(em_array **arr, int n) {
+    for (int i = 0; i < n; i++)
+        em_array_release(arr[i]);
+}
+
+/* ---- random_erf_inv --------------------------------------------------- */
+
+void test_erf_inv(void) {
+    const em_dtype ds[4] = {EM_F16, EM_BF16, EM_F32, EM_F64};
+    for (int di = 0; di < 4; di++)
+        for (int l = 0; l < ND_LAYOUTS; l++)
+            for (int scaled = 0; scaled < 2; scaled++) {
+                em_dtype d = ds[di];
+                if (skip_dtype(d))
+                    continue;
+                /* [-3, 3] with edge values (mostly NaN outside [-1, 1]),
+                 * and the same divided by 3 (inside), plus +-1 exactly. */
+                int64_t shape[2] = {37, 129};
+                em_array *base =
+                             base_of(d, shape, 2, (enum nd_layout)l, true, 0),
+                         *three = NULL, *scaled_base = NULL, *xc = NULL,
+                         *xg = NULL, *rc = NULL, *rg = NULL;
+                die_on(em_scalar_f64(scaled ? 3.0 : 1.0, d, &three), "scalar");
+                die_on(em_binary(EM_BINARY_divide, base, three, &scaled_base),
+                       "divide");
+                die_on(em_eval(&scaled_base, 1), "eval");
+                views_of(scaled_base, 2, (enum nd_layout)l, &xc, &xg);
+                char what[96];
+                snprintf(what, sizeof what, "erf_inv %s %s%s", em_dtype_name(d),
+                         nd_names[l], scaled ? " /3" : "");
+                die_on(em_random_erf_inv(xc, &rc), what);
+                em_status st = em_random_erf_inv(xg, &rg);
+                if (st != EM_OK)
+                    printf("  %s: %s\n", what, em_last_error());
+                double w = rc && rg ? compare(rc, rg, what, 1) : INFINITY;
+                record("erf_inv", what, w <= 1, w);
+                em_array *arr[] = {base, three, scaled_base, xc, xg, rc, rg};
+                release_all(arr, 7);
+            }
+    /* The poles and the branch switch exactly. */
+    double edge[8] = {1, -1, 0, -0.0, 0.99, -0.9999, 0.5, 2};
+    int64_t n8[1] = {8};
+    em_array *c = NULL, *g = NULL, *rc = NULL, *rg = NULL;
+    die_on(em_from_data(edge, sizeof edge, n8, 1, EM_F64, &c), "from_data");
+    die_on(em_to_device(c, GPU, &g), "to_device");
+    die_on(em_random_erf_inv(c, &rc), "erf_inv");
+    die_on(em_random_erf_inv(g, &rg), "erf_inv");
+    double w = rc && rg ? compare(rc, rg, "erf_inv f64 edges", 1) : INFINITY;
+    record("erf_inv", "erf_inv f64 +-1, 0, -0, 2", w <= 1, w);
+    em_array *arr[] = {c, g, rc, rg};
+    release_all(arr, 4);
+}
+
+/* ---- window reduce and scatter ------------------------------------------ */
+
+typedef struct win_case {
+    int ndim;
+    int64_t shape[3], window[3], strides[3], low[3], high[3], dil[3];
+} win_case;
+
+static const win_case win_cases[] = {
+    /* 1-d: overlapping windows, padding on both sides */
+    {1, {50}, {4}, {3}, {2}, {1}, {1}},
+    /* 2-d: stride > window (gaps), negative padding, dilation */
+    {2, {13, 17}, {3, 2}, {2, 3}, {1, -1}, {-2, 2}, {2, 1}},
+    /* 3-d: windows over padding only at the corners */
+    {3, {5, 6, 7}, {2, 3, 2}, {1, 2, 2}, {1, 0, 2}, {2, 1, 0}, {1, 1, 1}},
+    /* rank 0 */
+    {0, {0}, {0}, {0}, {0}, {0}, {0}},
+};
+#define NWIN_CASES ((int)(sizeof win_cases / sizeof win_cases[0]))
+
+static em_window_options win_opts(const win_case *c, bool dilate) {
+    em_window_options o;
+    memset(&o, 0, sizeof o);
+    for (int i = 0; i < c->ndim; i++) {
+        o.window[i] = c->window[i];
+        o.strides[i] = c->strides[i];
+        o.pad_low[i] = c->low[i];
+        o.pad_high[i] = c->high[i];
+        o.dilations[i] = dilate ? c->dil[i] : 1;
+    }
+    return o;
+}
+
+static void window_reduce_cases(void) {
+    const char *ops[4] = {"sum", "product", "max", "min"};
+    for (int ci = 0; ci < NWIN_CASES; ci++)
+        for (int op = 0; op < 4; op++)
+            for (int di = 0; di < NDTYPES; di++)
+                for (int l = 0; l < ND_LAYOUTS; l++) {
+                    const win_case *c = &win_cases[ci];
+                    em_dtype d = all_dtypes[di];
+                    if (skip_dtype(d) || (c->ndim == 0 && l != 0))
+                        continue;
+                    bool order = op >= 2;
+                    if (order && em_dtype_is_complex(d))
+                        continue;
+                    /* Products of floats: a narrower range keeps most
+                     * windows finite; integers wrap over their range. */
+                    em_array *ac = NULL, *ag = NULL, *rc = NULL, *rg = NULL;
+                    make_pair(d, c->shape, c->ndim, (enum nd_layout)l, true, 0,
+                              &ac, &ag);
+                    em_window_options o = win_opts(c, true);
+                    char what[96];
+                    snprintf(what, sizeof what, "window_%s %dd %s %s", ops[op],
+                             c->ndim, em_dtype_name(d), nd_names[l]);
+                    die_on(em_window_reduce((em_window_op)op, ac, &o, &rc),
+                           what);
+                    em_status st =
+                        em_window_reduce((em_window_op)op, ag, &o, &rg);
+                    if (st != EM_OK)
+                        printf("  %s: %s\n", what, em_last_error());
+                    /* Same order of operations as the CPU: max/min exact,
+                     * sums and products within a few ulp (complex products
+                     * are formed differently by libcu++ and C). */
+                    double w = rc && rg ? compare(rc, rg, what, order ? 0 : 1)
+                                        : INFINITY;
+                    record("window", what, w <= 1, w);
+                    em_array *arr[] = {ac, ag, rc, rg};
+                    release_all(arr, 4);
+                }
+}
+
+static void window_scatter_cases(void) {
+    for (int ci = 0; ci < NWIN_CASES; ci++)
+        for (int mx = 0; mx < 2; mx++)
+            for (int di = 0; di < NDTYPES; di++)
+                for (int l = 0; l < ND_LAYOUTS; l++) {
+                    const win_case *c = &win_cases[ci];
+                    em_dtype d = all_dtypes[di];
+                    if (skip_dtype(d) || (c->ndim == 0 && l != 0))
+                        continue;
+                    /* complex operands are refused: a complex source over
+                     * an f32 operand instead */
+                    em_dtype ad = em_dtype_is_complex(d) ? EM_F32 : d;
+                    em_window_options o = win_opts(c, false);
+                    int64_t wshape[3];
+                    for (int i = 0; i < c->ndim; i++) {
+                        int64_t padded = c->shape[i] + c->low[i] + c->high[i];
+                        wshape[i] =
+                            padded >= c->window[i]
+                                ? (padded - c->window[i]) / c->strides[i] + 1
+                                : 0;
+                    }
+                    /* Few distinct operand values: many ties. */
+                    em_array *ac = NULL, *ag = NULL, *sc = NULL, *sg = NULL,
+                             *ic = NULL, *ig = NULL, *rc = NULL, *rg = NULL;
+                    make_pair(ad, c->shape, c->ndim, (enum nd_layout)l,
+                              em_dtype_is_float(ad), 3, &ac, &ag);
+                    make_pair(d, wshape, c->ndim,
+                              (enum nd_layout)(l == ND_SLICED ? ND_SLICED
+                                                              : ND_CONTIGUOUS),
+                              false, 0, &sc, &sg);
+                    make_pair(d, c->shape, 0, ND_CONTIGUOUS, false, 0, &ic,
+                              &ig);
+                    char what[96];
+                    snprintf(what, sizeof what, "window_scatter_%s %dd %s %s",
+                             mx ? "max" : "min", c->ndim, em_dtype_name(d),
+                             nd_names[l]);
+                    die_on(em_window_scatter(mx, ac, sc, ic, &o, &rc), what);
+                    em_status st = em_window_scatter(mx, ag, sg, ig, &o, &rg);
+                    if (st != EM_OK)
+                        printf("  %s: %s\n", what, em_last_error());
+                    /* The CPU's additions in the CPU's order: exact. */
+                    double w = rc && rg ? compare(rc, rg, what, 0) : INFINITY;
+                    record("window", what, w <= 1, w);
+                    em_array *arr[] = {ac, ag, sc, sg, ic, ig, rc, rg};
+                    release_all(arr, 8);
+                }
+}
+
+void test_window(void) {
+    window_reduce_cases();
+    window_scatter_cases();
+}
+
+/* ---- conv --------------------------------------------------------------- */
+
+typedef struct conv_case {
+    const char *name;
+    int ndim; /* of input and kernel */
+    int64_t in[5], ker[5];
+    int64_t strides[3], low[3], high[3], idil[3], kdil[3];
+    int64_t fgroups, bgroups;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {"1d stride 2 pad",
+     3,
+     {3, 4, 20},
+     {5, 4, 3},
+     {2},
+     {1},
+     {2},
+     {1},
+     {1},
+     1,
+     1},
+    {"2d groups dil negpad",
+     4,
+     {2, 6, 9, 11},
+     {4, 3, 3, 2},
+     {2, 1},
+     {1, -1},
+     {0, 2},
+     {1, 2},
+     {2, 1},
+     2,
+     1},
+    {"2d depthwise",
+     4,
+     {2, 4, 7, 7},
+     {8, 1, 3, 3},
+     {1, 1},
+     {1, 1},
+     {1, 1},
+     {1, 1},
+     {1, 1},
+     4,
+     1},
+    {"2d batch groups",
+     4,
+     {4, 3, 8, 8},
+     {6, 3, 3, 3},
+     {1, 2},
+     {0, 1},
+     {1, 0},
+     {1, 1},
+     {1, 2},
+     1,
+     2},
+    {"3d",
+     5,
+     {2, 2, 5, 6, 4},
+     {3, 2, 2, 3, 2},
+     {1, 2, 1},
+     {1, 0, 1},
+     {0, 1, 1},
+     {2, 1, 1},
+     {1, 1, 2},
+     1,
+     1},
+    {"0d spatial", 2, {3, 4}, {5, 4}, {0}, {0}, {0}, {0}, {0}, 1, 1},
+};
+#define NCONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
+
+static double conv_tol(em_dtype d) {
+    return d == EM_F16                     ? 2e-3
+           : d == EM_BF16                  ? 1e-2
+           : (d == EM_F32 || d == EM_C64)  ? 1e-5
+           : (d == EM_F64 || d == EM_C128) ? 1e-12
+                                           : 0;
+}
+
+void test_conv(void) {
+    for (int ci = 0; ci < NCONV_CASES; ci++)
+        for (int di = 0; di < NDTYPES; di++)
+            for (int l = 0; l < ND_LAYOUTS; l++) {
+                const conv_case *c = &conv_cases[ci];
+                em_dtype d = all_dtypes[di];
+                if (skip_dtype(d) || d == EM_PRED)
+                    continue;
+                em_conv_options o;
+                memset(&o, 0, sizeof o);
+                for (int i = 0; i < c->ndim - 2; i++) {
+                    o.strides[i] = c->strides[i];
+                    o.pad_low[i] = c->low[i];
+                    o.pad_high[i] = c->high[i];
+                    o.input_dilation[i] = c->idil[i];
+                    o.kernel_dilation[i] = c->kdil[i];
+                }
+                o.feature_groups = c->fgroups;
+                o.batch_groups = c->bgroups;
+                /* Finite inputs (a norm has no room for NaN); the layout
+                 * applies to input and kernel (the kernel then packed). */
+                em_array *ic = NULL, *ig = NULL, *kc = NULL, *kg = NULL,
+                         *rc = NULL, *rg = NULL;
+                make_pair(d, c->in, c->ndim, (enum nd_layout)l, false, 0, &ic,
+                          &ig);
+                make_pair(d, c->ker, c->ndim, (enum nd_layout)l, false, 0, &kc,
+                          &kg);
+                char what[96];
+                snprintf(what, sizeof what, "conv %s %s %s", c->name,
+                         em_dtype_name(d), nd_names[l]);
+                die_on(em_conv(ic, kc, &o, &rc), what);
+                em_status st = em_conv(ig, kg, &o, &rg);
+                if (st != EM_OK)
+                    printf("  %s: %s\n", what, em_last_error());
+                double tol = conv_tol(d);
+                double w = !rc || !rg ? INFINITY
+                           : tol > 0  ? compare_norm(rc, rg, tol)
+                                      : compare(rc, rg, what, 0);
+                record("conv", what, w <= 1, w);
+                em_array *arr[] = {ic, ig, kc, kg, rc, rg};
+                release_all(arr, 6);
+            }
+    /* A batch bigger than one scratch chunk is covered by the bench sizes;
+     * an empty kernel window (zero kernel channels) gives zeros. */
+    int64_t is[4] = {2, 0, 5, 5}, ks[4] = {3, 0, 2, 2};
+    em_array *ic = NULL, *ig = NULL, *kc = NULL, *kg = NULL, *rc = NULL,
+             *rg = NULL;
+    make_pair(EM_F32, is, 4, ND_CONTIGUOUS, false, 0, &ic, &ig);
+    make_pair(EM_F32, ks, 4, ND_CONTIGUOUS, false, 0, &kc, &kg);
+    em_conv_options o;
+    memset(&o, 0, sizeof o);
+    die_on(em_conv(ic, kc, &o, &rc), "conv empty");
+    die_on(em_conv(ig, kg, &o, &rg), "conv empty");
+    double w = rc && rg ? compare(rc, rg, "conv no channels", 0) : INFINITY;
+    record("conv", "conv f32 zero channels", w <= 1, w);
+    em_array *arr[] = {ic, ig, kc, kg, rc, rg};
+    release_all(arr, 6);
+}
+
+/* ---- top_k: argsort + slice + take_along_axis ----------------------------- */
+
+void test_top_k(void) {
+    for (int di = 0; di < NDTYPES; di++)
+        for (int l = 0; l < ND_LAYOUTS; l++) {
+            em_dtype d = all_dtypes[di];
+            if (skip_dtype(d) || em_dtype_is_complex(d))
+                continue;
+            int64_t shape[2] = {37, 129}, k = 5;
+            em_array *ac = NULL, *ag = NULL;
+            make_pair(d, shape, 2, (enum nd_layout)l, true,
+                      d == EM_PRED ? 2 : 0, &ac, &ag);
+            em_array *a[2] = {ac, ag}, *idx[2] = {NULL, NULL},
+                     *top[2] = {NULL, NULL}, *vals[2] = {NULL, NULL};
+            char what[96];
+            snprintf(what, sizeof what, "top_k %s %s", em_dtype_name(d),
+                     nd_names[l]);
+            for (int s = 0; s < 2; s++) {
+                int64_t start[2] = {0, 0}, stop[2] = {37, k}, step[2] = {1, 1};
+                die_on(em_argsort(a[s], 1, true, EM_S64, &idx[s]), what);
+                if (idx[s])
+                    die_on(em_slice(idx[s], start, stop, step, &top[s]), what);
+                if (top[s])
+                    die_on(em_take_along_axis(a[s], top[s], 1, &vals[s]), what);
+            }
+            double w = vals[0] && vals[1]
+                           ? fmax(compare(vals[0], vals[1], what, 0),
+                                  compare(top[0], top[1], what, 0))
+                           : INFINITY;
+            record("top_k", what, w <= 1, w);
+            em_array *arr[] = {ac,     ag,     idx[0],  idx[1],
+                               top[0], top[1], vals[0], vals[1]};
+            release_all(arr, 8);
+        }
+}
