@@ -365,6 +365,8 @@ static int linalg(int dev, em_cuda_linalg *job) {
     EMC_DEVICE(d, dev);
     job->failed = -1;
     return job->batch ? launch_linalg(dev, d, job) : 0;
+}
+
 // ---- conv / window family ------------------------------------------------
 
 static int erf_inv(int dev, int dtype, const void *in, void *out, int64_t n) {
