@@ -281,6 +281,11 @@ static void event_destroy(void *e) {
         cudaEventDestroy((cudaEvent_t)e);
 }
 
+static int fused(int dev, const em_cuda_fused *job) {
+    EMC_DEVICE(d, dev);
+    return launch_fused(dev, d, job);
+}
+
 static const em_cuda_api api = {
     EM_CUDA_API_VERSION,
     last_error,
@@ -305,6 +310,9 @@ static const em_cuda_api api = {
     event_record,
     event_elapsed,
     event_destroy,
+    // fusion
+    fused,
+    fused_compiles,
 };
 
 } // namespace emc

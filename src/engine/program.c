@@ -35,7 +35,9 @@ static em_status placeholder_eval(em_array *node) {
                     em__describe(node, &d));
 }
 
-static const em_prim placeholder_prim = {"placeholder", placeholder_eval, NULL};
+/* On a GPU too (traced on the default device): its eval only fails. */
+static const em_prim placeholder_prim = {"placeholder", placeholder_eval,
+                                         NULL, placeholder_eval};
 
 em_status em_placeholder(em_dtype dtype, const int64_t *shape, int ndim,
                          em_array **out) {
@@ -458,7 +460,8 @@ static em_status relayout_eval(em_array *node) {
     return st;
 }
 
-static const em_prim relayout_prim = {"program_input", relayout_eval, NULL};
+static const em_prim relayout_prim = {"program_input", relayout_eval, NULL,
+                                      em__gpu_cast_eval};
 
 static bool same_shape(const em_array *a, const em_array *b) {
     if (a->ndim != b->ndim)

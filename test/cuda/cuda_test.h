@@ -87,5 +87,6 @@ bool skip_dtype(em_dtype d);
 
 /* ---- families in their own files (test/cuda/test_<family>.c), each
  * called from main() in test_cuda.c ---- */
+void test_fusion(void); /* fused programs vs unfused, on the GPU */
 
 #endif

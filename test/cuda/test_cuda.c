@@ -979,6 +979,7 @@ int main(void) {
     test_shape();
     test_scatter();
     test_sort();
+    test_fusion();
     test_threads();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
