@@ -61,6 +61,35 @@ __device__ __forceinline__ int64_t fz_offset(int64_t i, int d0, int nd,
     return off;
 }
 
+// Four consecutive elements from global memory through the read-only path
+// (ld.global.nc): fused kernels never write their inputs, and a load the
+// compiler knows is global may be issued ahead of the previous step's
+// shared-memory cache stores, so several loads per thread are in flight.
+template <class T>
+__device__ __forceinline__ FzVec<T, FZ_STEP> fz_ldg4(const T *p) {
+    using V = FzVec<T, FZ_STEP>;
+    constexpr size_t B = sizeof(V);
+    if constexpr (B == 16) {
+        int4 w = __ldg(reinterpret_cast<const int4 *>(p));
+        return *reinterpret_cast<const V *>(&w);
+    } else if constexpr (B == 8) {
+        int2 w = __ldg(reinterpret_cast<const int2 *>(p));
+        return *reinterpret_cast<const V *>(&w);
+    } else if constexpr (B == 4) {
+        int w = __ldg(reinterpret_cast<const int *>(p));
+        return *reinterpret_cast<const V *>(&w);
+    } else if constexpr (B == 32) {
+        struct alignas(32) W2 {
+            int4 a, b;
+        } w;
+        w.a = __ldg(reinterpret_cast<const int4 *>(p));
+        w.b = __ldg(reinterpret_cast<const int4 *>(p) + 1);
+        return *reinterpret_cast<const V *>(&w);
+    } else {
+        return *reinterpret_cast<const V *>(p);
+    }
+}
+
 // Elements c0 .. c0 + 3 (those below lim) of a load whose walk starts at
 // base: four at once when vec (consecutive and aligned), else one by one.
 // Positions past lim get a zero value (never used).
@@ -75,7 +104,7 @@ __device__ __forceinline__ void fz_fetch(T (&x)[FZ_STEP], const T *base,
         for (int v = 0; v < FZ_STEP; v++)
             x[v] = s;
     } else if (kind == FZ_UNIT && vec && c0 + FZ_STEP <= lim) {
-        FzVec<T, FZ_STEP> t = *(const FzVec<T, FZ_STEP> *)(base + c0);
+        FzVec<T, FZ_STEP> t = fz_ldg4(base + c0);
 #pragma unroll
         for (int v = 0; v < FZ_STEP; v++)
             x[v] = t.v[v];

@@ -160,8 +160,11 @@ static void fz_need(const fz_gen *g, int k, bool *need) {
 static void put_walk(fz_text *t, fz_gen *g, const bool *need, int reduce) {
     const fz_program *p = g->p;
     int last = p->ninstr - 1;
+    /* Rows: unrolled, so that a thread has several steps' loads in
+     * flight (a long row is walked by one block). */
     if (g->rows)
-        put(t, "for (int64_t c0 = (int64_t)threadIdx.x * FZ_STEP; c0 < lim; "
+        put(t, "#pragma unroll 4\n"
+               "for (int64_t c0 = (int64_t)threadIdx.x * FZ_STEP; c0 < lim; "
                "c0 += (int64_t)blockDim.x * FZ_STEP) {\n");
     else
         put(t, "for (int64_t c0 = ((int64_t)blockIdx.x * blockDim.x + "

@@ -189,8 +189,11 @@ done:
 
 #define DEDUP_MAX_BYTES ((size_t)64 << 10)
 
+/* Only CPU constants: merging compares their bytes on the host (a GPU
+ * constant's data pointer is device memory). */
 static bool dedup_eligible(const em_array *c) {
-    return em__tape_is_constant(c) && c->row_contiguous && c->offset == 0 &&
+    return em__tape_is_constant(c) && c->device == EM_DEVICE_CPU &&
+           c->row_contiguous && c->offset == 0 &&
            em_array_nbytes(c) <= DEDUP_MAX_BYTES;
 }
 

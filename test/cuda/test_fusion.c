@@ -271,6 +271,7 @@ static void check_case(const fz_case *c, em_dtype d, double tol, bool edges) {
         em_array_release(in[i]);
     em_program_release(pf);
     em_program_release(pu);
+    fflush(stdout); /* the log shows how far a crashed run got */
 }
 
 static fz_case rows_case(const char *name, graph_fn g, int nin, int64_t rows,
