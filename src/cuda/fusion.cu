@@ -109,6 +109,13 @@ int compile(int dev, const std::string &src, Compiled *out) {
     std::vector<std::string> opts = {
         "--gpu-architecture=sm_" + std::to_string(major * 10 + minor),
         "-std=c++20", "-default-device"};
+    // Automatic precompiled headers (NVRTC 12.8+): the headers are the same
+    // for every fused kernel, so the later compiles of a process skip
+    // parsing them (about ten times faster).
+    int nv_major = 0, nv_minor = 0;
+    if (nvrtcVersion(&nv_major, &nv_minor) == NVRTC_SUCCESS &&
+        (nv_major > 12 || (nv_major == 12 && nv_minor >= 8)))
+        opts.push_back("-pch");
     add_include(opts, getenv("EMILY_CUDA_INCLUDE"));
     for (const char *env : {"CUDA_HOME", "CUDA_PATH"})
         if (const char *home = getenv(env))
@@ -248,6 +255,8 @@ int launch_fused(int dev, Device *d, const em_cuda_fused *job) {
     }
     P.vec = vec;
     P.out = job->out;
+    P.nzf = -0.0f;
+    P.nzd = -0.0;
     int threads, smem = 0;
     unsigned blocks;
     if (job->rows_mode) {

@@ -41,12 +41,35 @@ struct FzParams {
     int64_t shape[FZ_NDIM];
     FzLoad ld[FZ_LOADS];
     void *out;
+    float nzf;  // -0.0f (fz_rounded)
+    double nzd; // -0.0
 };
 
 #ifdef __CUDACC__
 template <class T, int N> struct alignas(sizeof(T) * N) FzVec {
     T v[N];
 };
+
+// An instruction's float result, rounded where the next instruction can
+// see it: the unfused kernels store every op's result, so a multiply ending
+// one instruction must not be contracted with an add starting the next into
+// one fma (nvcc and ptxas contract by default; the fused kernel keeps that
+// default so that each op's own arithmetic compiles as in its unfused
+// kernel). Adding -0 with an explicit rounding mode (never contracted) read
+// from the parameters (never folded) is exact: x + -0 = x for every x, -0
+// included. Only for results of arithmetic ops (whose NaNs are canonical
+// already); f16/bf16 results are rounded by their store.
+template <class T>
+__device__ __forceinline__ T fz_rounded(T v, const FzParams &P) {
+    if constexpr (std::is_same_v<T, float>) {
+        asm("add.rn.f32 %0, %0, %1;" : "+f"(v) : "f"(P.nzf));
+    } else if constexpr (std::is_same_v<T, double>) {
+        asm("add.rn.f64 %0, %0, %1;" : "+d"(v) : "d"(P.nzd));
+    } else if constexpr (std::is_same_v<T, c64> || std::is_same_v<T, c128>) {
+        return T(fz_rounded(v.real(), P), fz_rounded(v.imag(), P));
+    }
+    return v;
+}
 
 // Offset of flat index i over axes [d0, d0 + nd) of shape, with strides.
 __device__ __forceinline__ int64_t fz_offset(int64_t i, int d0, int nd,

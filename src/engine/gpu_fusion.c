@@ -143,6 +143,46 @@ static void put_expr(fz_text *t, const fz_gen *g, int k) {
     }
 }
 
+/* Whether instruction k's result goes through fz_rounded (fusion_rt.cuh):
+ * float and complex results of arithmetic ops that feed later instructions.
+ * Ops that may return an input unchanged (sign flips, max/min, selections,
+ * copies) never end with a multiply and must keep a NaN's payload. */
+static bool fz_needs_rounding(const fz_gen *g, int k) {
+    const fz_instr *in = &g->p->instr[k];
+    em_dtype d = (em_dtype)in->dtype;
+    if (k == g->p->ninstr - 1 || in->kind != FZ_EW ||
+        !(d == EM_F32 || d == EM_F64 || d == EM_C64 || d == EM_C128))
+        return false;
+    if (in->family == FZ_BINARY)
+        return in->op != EM_BINARY_maximum && in->op != EM_BINARY_minimum;
+    if (in->family != FZ_UNARY)
+        return false;
+    switch ((em_unary_op)in->op) {
+    case EM_UNARY_negate:
+    case EM_UNARY_abs:
+    case EM_UNARY_sign:
+    case EM_UNARY_floor:
+    case EM_UNARY_ceil:
+    case EM_UNARY_round:
+    case EM_UNARY_conjugate:
+    case EM_UNARY_real:
+    case EM_UNARY_imag:
+        return false;
+    default:
+        return true;
+    }
+}
+
+/* Instruction k's value: its expression, rounded when it must be. */
+static void put_value(fz_text *t, const fz_gen *g, int k) {
+    bool round = fz_needs_rounding(g, k);
+    if (round)
+        put(t, "fz_rounded(");
+    put_expr(t, g, k);
+    if (round)
+        put(t, ", P)");
+}
+
 /* Mark the wide instructions the value of k needs (k included when wide). */
 static void fz_need(const fz_gen *g, int k, bool *need) {
     const fz_instr *in = &g->p->instr[k];
@@ -212,7 +252,7 @@ static void put_walk(fz_text *t, fz_gen *g, const bool *need, int reduce) {
             put(t, "auto x%d = l%d[v];\n", k, k);
         else {
             put(t, "auto x%d = ", k);
-            put_expr(t, g, k);
+            put_value(t, g, k);
             put(t, ";\n");
         }
     }
@@ -296,7 +336,7 @@ static void put_source(fz_text *t, fz_gen *g) {
             if (in->kind == FZ_LOAD)
                 put(t, "b%d[0]", k);
             else
-                put_expr(t, g, k);
+                put_value(t, g, k);
             put(t, ";\n");
         } else {
             continue;
