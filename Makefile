@@ -80,12 +80,28 @@ CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
 cuda: $(BUILD)/libemily_cuda.so priv/libemily_cuda.so
 
-$(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh src/cuda/ewlaunch.cuh include/emily_ops.h include/emily.h src/engine/ops/threefry.h src/engine/ops/erfinv.h
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh src/cuda/ewlaunch.cuh $(wildcard src/cuda/*_ops.cuh) src/cuda/dtype.cuh include/emily_ops.h include/emily.h src/engine/ops/threefry.h src/engine/ops/erfinv.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
+# The fused kernels are compiled at run time by NVRTC from the same op
+# headers as the kernels above, shipped inside the plugin as strings; NVRTC
+# also needs the toolkit's headers (cuda_fp16.h, libcu++), found at run time
+# through $$EMILY_CUDA_INCLUDE, $$CUDA_HOME or the toolkit this was built with.
+CUDA_RTC_HEADERS := include/emily.h include/emily_ops.h src/cuda/dtype.cuh \
+                    src/cuda/unary_ops.cuh src/cuda/binary_ops.cuh \
+                    src/cuda/misc_ops.cuh src/cuda/reduce_ops.cuh \
+                    src/cuda/fusion_rt.cuh
+CUDA_TOOLKIT_INCLUDE := $(abspath $(dir $(NVCC))../include)
+$(BUILD)/src/cuda/fusion_headers.inc: $(CUDA_RTC_HEADERS) scripts/embed_headers.sh
+	@mkdir -p $(dir $@)
+	sh scripts/embed_headers.sh $(CUDA_RTC_HEADERS) > $@
+$(BUILD)/src/cuda/fusion.o: $(BUILD)/src/cuda/fusion_headers.inc
+$(BUILD)/src/cuda/fusion.o: NVCCFLAGS += -I$(BUILD)/src/cuda \
+    -DEMC_TOOLKIT_INCLUDE='"$(CUDA_TOOLKIT_INCLUDE)"'
+
 $(BUILD)/libemily_cuda.so: $(CUDA_OBJ)
-	$(NVCC) -shared -o $@ $^ -lcublas -lcufft -lcusolver
+	$(NVCC) -shared -o $@ $^ -lcublas -lcufft -lcusolver -lnvrtc
 
 priv/libemily_cuda.so: $(BUILD)/libemily_cuda.so
 	@mkdir -p priv

@@ -13,9 +13,10 @@
  * iteration on the GPU's stream. The launch-overhead case is timed on the
  * host clock instead: it is the host's cost per eager op.
  */
-#include "emily.h"
-#include "emily_device.h"
 #include "../src/cuda/emily_cuda.h"
+#include "emily.h"
+#include "emily_compile.h"
+#include "emily_device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,67 @@ static em_status op_softmax(em_array *const *in, em_array **out) {
     return st;
 }
 
+/* The chain of 8 elementwise ops (bench/cuda_torch.py runs the same):
+ * y = -exp(abs(tanh(x * x + x) * x) - x). */
+static em_status op_chain8(em_array *const *in, em_array **out) {
+    em_array *x = in[0], *y = NULL, *z = NULL;
+    em_status st = em_binary(EM_BINARY_multiply, x, x, &y);
+    const struct {
+        int unary, op;
+    } steps[] = {{0, EM_BINARY_add},      {1, EM_UNARY_tanh},
+                 {0, EM_BINARY_multiply}, {1, EM_UNARY_abs},
+                 {0, EM_BINARY_subtract}, {1, EM_UNARY_exp},
+                 {1, EM_UNARY_negate}};
+    for (size_t i = 0; st == EM_OK && i < sizeof steps / sizeof steps[0]; i++) {
+        st = steps[i].unary ? em_unary((em_unary_op)steps[i].op, y, &z)
+                            : em_binary((em_binary_op)steps[i].op, y, x, &z);
+        em_array_release(y);
+        y = z;
+        z = NULL;
+    }
+    *out = st == EM_OK ? y : NULL;
+    if (st != EM_OK)
+        em_array_release(y);
+    return st;
+}
+
+/* `fn` traced once on a GPU placeholder shaped like x and built as a
+ * program with fusion on. */
+static em_program *fused_program(build_fn fn, em_array *x) {
+    em_device old = em_set_default_device(GPU);
+    em_array *ph, *out;
+    em_program *p;
+    em_program_options opts = {.fuse = true};
+    check(em_placeholder(em_array_dtype(x), em_array_shape(x), em_array_ndim(x),
+                         &ph),
+          "placeholder");
+    check(fn(&ph, &out), "trace");
+    check(em_program_new(&ph, 1, &out, 1, &opts, &p), "program_new");
+    em_array_release(out);
+    em_array_release(ph);
+    em_set_default_device(old);
+    em_program_stats stats;
+    em_program_get_stats(p, &stats);
+    if (stats.fused_kernels < 1) {
+        fprintf(stderr, "fused_program: nothing was fused\n");
+        exit(1);
+    }
+    return p;
+}
+
+static em_program *timed_program;
+static em_status op_program(em_array *const *in, em_array **out) {
+    return em_program_run(timed_program, in, 1, out);
+}
+
+/* Median ms of one run of fn's fused program. */
+static double time_fused(build_fn fn, em_array *x) {
+    timed_program = fused_program(fn, x);
+    double t = time_op(op_program, &x);
+    em_program_release(timed_program);
+    return t;
+}
+
 static void result(const char *name, double ms, double figure,
                    const char *unit) {
     printf("RESULT %s %.4f %.2f %s\n", name, ms, figure, unit);
@@ -192,12 +254,14 @@ int main(int argc, char **argv) {
         return 0;
     }
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
-    /* --eager: only the host cost of eager ops (launch overhead). */
+    /* --eager: only the host cost of eager ops (launch overhead);
+     * --fusion: only the fused cases and their unfused counterparts. */
     bool eager_only = argc > 1 && !strcmp(argv[1], "--eager");
+    bool fusion_only = argc > 1 && !strcmp(argv[1], "--fusion");
     const double gib = 1073741824.0;
     int64_t n1g[1] = {(int64_t)1 << 28}; /* 1 GiB of f32 */
 
-    if (!eager_only) {
+    if (!eager_only && !fusion_only) {
         em_array *x = random_gpu(n1g, 1, EM_F32),
                  *y = random_gpu(n1g, 1, EM_F32);
         em_array *in[2] = {x, y};
@@ -218,8 +282,23 @@ int main(int argc, char **argv) {
         double t = time_op(op_softmax, &x);
         result("softmax_4096x32768", t,
                2.0 * 4096 * 32768 * 4 / (t * 1e-3) / 1e9, "GB/s");
+        t = time_fused(op_softmax, x);
+        result("softmax_fused_4096x32768", t,
+               2.0 * 4096 * 32768 * 4 / (t * 1e-3) / 1e9, "GB/s");
         em_array_release(x);
     }
+    if (!eager_only) {
+        /* Figures count the fused kernel's traffic (x read, y written)
+         * for both, so that they compare times. */
+        em_array *x = random_gpu(n1g, 1, EM_F32);
+        double t = time_op(op_chain8, &x);
+        result("chain8_1GiB_unfused", t, 2 * gib / (t * 1e-3) / 1e9, "GB/s");
+        t = time_fused(op_chain8, x);
+        result("chain8_1GiB_fused", t, 2 * gib / (t * 1e-3) / 1e9, "GB/s");
+        em_array_release(x);
+    }
+    if (fusion_only)
+        return 0;
     int sizes[2] = {4096, 8192};
     em_dtype gemm_dtypes[2] = {EM_F32, EM_BF16};
     for (int di = 0; di < (eager_only ? 0 : 2); di++)

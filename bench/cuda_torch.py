@@ -36,9 +36,47 @@ def median_ms(fn):
     return times[REPEAT // 2]
 
 
-def torch_cases(quick):
+def chain8(x):
+    """The 8-op chain of cuda_bench.c: -exp(abs(tanh(x * x + x) * x) - x)."""
+    y = x * x
+    y = y + x
+    y = torch.tanh(y)
+    y = y * x
+    y = y.abs()
+    y = y - x
+    y = y.exp()
+    return -y
+
+
+def fusion_cases(dev):
+    """Softmax (PyTorch's own kernel, for the fused row) and the chain:
+    eager (8 kernels) for the unfused row, torch.compile (one Triton kernel)
+    for the fused row when it works offline here, else eager again."""
+    s = torch.rand(4096, 32768, device=dev) * 2 - 1
+    t = median_ms(lambda: torch.softmax(s, dim=-1))
+    yield "softmax_fused_4096x32768", (t, 2.0 * 4096 * 32768 * 4 / (t * 1e-3) / 1e9, "GB/s")
+    del s
+    x = torch.rand(1 << 28, device=dev) * 2 - 1
+    t = median_ms(lambda: chain8(x))
+    yield "chain8_1GiB_unfused", (t, 2 * GIB / (t * 1e-3) / 1e9, "GB/s")
+    try:
+        compiled = torch.compile(chain8)
+        compiled(x)
+        torch.cuda.synchronize()
+        t = median_ms(lambda: compiled(x))
+        print("chain8_1GiB_fused: torch side is torch.compile")
+    except Exception as e:  # no Triton / compiler offline: eager
+        print(f"chain8_1GiB_fused: torch.compile failed ({type(e).__name__}), torch side is eager")
+        t = median_ms(lambda: chain8(x))
+    yield "chain8_1GiB_fused", (t, 2 * GIB / (t * 1e-3) / 1e9, "GB/s")
+
+
+def torch_cases(quick, fusion_only=False):
     dev = "cuda"
     out = {}
+    if fusion_only:
+        yield from fusion_cases(dev)
+        return
     n = 1 << 28
     x = torch.rand(n, device=dev) * 2 - 1
     y = torch.rand(n, device=dev) * 2 - 1
@@ -77,14 +115,16 @@ def torch_cases(quick):
     torch.cuda.synchronize()
     us = (time.perf_counter() - t0) / iters * 1e6
     out["eager_add_1024_per_op"] = (us / 1e3, us, "us")
-    return out
+    yield from out.items()
+    yield from fusion_cases(dev)
 
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     quick = "--quick" in sys.argv
+    fusion_only = "--fusion" in sys.argv
     exe = args[0] if args else os.path.join("build", "cuda_bench")
-    cmd = [exe] + (["--quick"] if quick else [])
+    cmd = [exe] + (["--quick"] if quick else []) + (["--fusion"] if fusion_only else [])
     proc = subprocess.run(cmd, capture_output=True, text=True)
     sys.stdout.write(proc.stdout)
     sys.stderr.write(proc.stderr)
@@ -95,10 +135,11 @@ def main():
         if line.startswith("RESULT "):
             _, name, ms, fig, unit = line.split()
             emily[name] = (float(ms), float(fig), unit)
-    theirs = torch_cases(quick)
     print(f"\nGPU: {torch.cuda.get_device_name()}  torch {torch.__version__}")
     print(f"{'case':26} {'emily ms':>10} {'torch ms':>10} {'emily':>10} {'torch':>10} {'unit':>8} {'ratio':>7}")
-    for name, (tms, tfig, unit) in theirs.items():
+    # Rows print as PyTorch finishes each case (a slow compile cut short by
+    # a timeout keeps the rows before it).
+    for name, (tms, tfig, unit) in torch_cases(quick, fusion_only):
         if name not in emily:
             continue
         ems, efig, _ = emily[name]

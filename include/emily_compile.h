@@ -113,6 +113,12 @@ typedef struct em_program_stats {
 
 void em_program_get_stats(const em_program *p, em_program_stats *out);
 
+/* How many fused GPU kernels the CUDA backend has compiled (NVRTC) in this
+ * process, all devices; 0 without the backend. Kernels are cached by the
+ * program's structure, so programs that differ only in their shapes (or
+ * strides) share one. */
+int64_t em_fused_kernels_compiled(void);
+
 /* ---- structured loop ---------------------------------------------------- */
 
 /* A lazy loop: with `state` = the n arrays of `initial`, while `cond` (a

@@ -1,24 +1,15 @@
 // common.cuh — what the CUDA backend's files share: per-device state (the
-// calling thread's stream, see runtime.cu), error reporting, launch sizes, and the dtype
-// traits that let each kernel be written once for every dtype.
-//
-// Dtypes mirror the engine's tables (src/engine/internal.h): a storage type
-// S and a compute type C with load/store between them. f16/bf16 compute in
-// float; pred computes in uint8_t and stores 0/1; complex numbers are
-// cuda::std::complex, laid out as the engine's (real, imaginary).
+// calling thread's stream, see runtime.cu), error reporting, launch sizes, and the
+// dispatch over dtypes (the dtype traits are in dtype.cuh).
 #pragma once
 
 #include "emily.h"
 #include "emily_device.h"
 #include "emily_cuda.h"
 
-#include <cuda/std/complex>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "dtype.cuh"
 
-#include <cstdint>
-#include <type_traits>
+#include <cuda_runtime.h>
 
 namespace emc {
 
@@ -65,66 +56,6 @@ inline unsigned grid_for(const Device *d, int64_t work, int threads = 256) {
     return (unsigned)(blocks < 1 ? 1 : blocks);
 }
 
-// ---- dtypes -------------------------------------------------------------
-
-using c64 = cuda::std::complex<float>;
-using c128 = cuda::std::complex<double>;
-
-enum Klass { K_INT, K_FLT, K_CPX };
-
-constexpr Klass klass_of(int d) {
-    return d <= EM_S64 ? K_INT : d <= EM_F64 ? K_FLT : K_CPX;
-}
-
-template <int D> struct DT;
-#define EMC_PLAIN_DT(E, T)                                                     \
-    template <> struct DT<E> {                                                 \
-        using S = T;                                                           \
-        using C = T;                                                           \
-        static __device__ __forceinline__ C load(S v) { return v; }            \
-        static __device__ __forceinline__ S store(C v) { return v; }           \
-    };
-EMC_PLAIN_DT(EM_U8, uint8_t)
-EMC_PLAIN_DT(EM_U16, uint16_t)
-EMC_PLAIN_DT(EM_U32, uint32_t)
-EMC_PLAIN_DT(EM_U64, uint64_t)
-EMC_PLAIN_DT(EM_S8, int8_t)
-EMC_PLAIN_DT(EM_S16, int16_t)
-EMC_PLAIN_DT(EM_S32, int32_t)
-EMC_PLAIN_DT(EM_S64, int64_t)
-EMC_PLAIN_DT(EM_F32, float)
-EMC_PLAIN_DT(EM_F64, double)
-EMC_PLAIN_DT(EM_C64, c64)
-EMC_PLAIN_DT(EM_C128, c128)
-#undef EMC_PLAIN_DT
-
-template <> struct DT<EM_PRED> {
-    using S = uint8_t;
-    using C = uint8_t;
-    static __device__ __forceinline__ C load(S v) { return v; }
-    static __device__ __forceinline__ S store(C v) { return v != 0; }
-};
-template <> struct DT<EM_F16> {
-    using S = uint16_t;
-    using C = float;
-    static __device__ __forceinline__ C load(S v) {
-        return __half2float(__ushort_as_half(v));
-    }
-    static __device__ __forceinline__ S store(C v) {
-        return __half_as_ushort(__float2half_rn(v));
-    }
-};
-template <> struct DT<EM_BF16> {
-    using S = uint16_t;
-    using C = float;
-    static __device__ __forceinline__ C load(S v) {
-        return __bfloat162float(__ushort_as_bfloat16(v));
-    }
-    static __device__ __forceinline__ S store(C v) {
-        return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-    }
-};
-
 // Calls f.template operator()<S>() with S the element size in bytes (1, 2,
 // 4, 8 or 16): kernels that only move elements are instantiated per size,
 // not per dtype. Other sizes fail naming `op`.
@@ -144,33 +75,6 @@ template <class F> static int with_elem_size(size_t size, const char *op, F &&f)
         return fail(EM_ERR_ARGUMENT, "%s: no GPU kernel for %zu-byte elements", op,
                     size);
     }
-}
-
-// Bytes per element. The plugin links nothing of libemily (the engine may
-// be linked statically into a program that exports none of its symbols).
-constexpr size_t dtype_bytes(int d) {
-    return d <= EM_U8 || d == EM_S8   ? 1
-           : d == EM_U16 || d == EM_S16 || d == EM_F16 || d == EM_BF16 ? 2
-           : d == EM_U32 || d == EM_S32 || d == EM_F32 ? 4
-           : d == EM_C128                               ? 16
-                                                        : 8;
-}
-
-// The real dtype of a complex one (others unchanged).
-constexpr int real_dtype(int d) {
-    return d == EM_C64 ? EM_F32 : d == EM_C128 ? EM_F64 : d;
-}
-
-// Unsigned type integer arithmetic wraps in: at least unsigned int, so that
-// u8/u16 products never overflow a promoted int.
-template <class T>
-using wide_u = decltype(std::make_unsigned_t<T>(0) + 0u);
-
-template <class T> __device__ __forceinline__ bool is_neg(T x) {
-    if constexpr (std::is_signed_v<T>)
-        return x < 0;
-    else
-        return false;
 }
 
 // Call f.template operator()<D>() with the dtype as a compile-time constant.
@@ -200,22 +104,6 @@ template <class F> inline int with_dtype(int d, F &&f) {
     }
 }
 
-// The `accepts` column of emily_ops.h as a compile-time predicate.
-constexpr bool accepts_NUMERIC(int d) { return d != EM_PRED; }
-constexpr bool accepts_REAL(int d) { return klass_of(d) != K_CPX; }
-constexpr bool accepts_FLOATING(int d) { return klass_of(d) != K_INT; }
-constexpr bool accepts_REALFLOAT(int d) { return klass_of(d) == K_FLT; }
-constexpr bool accepts_INTEGER(int d) { return klass_of(d) == K_INT; }
-constexpr bool accepts_ANY(int) { return true; }
-
-// Float max/min as the CPU: NaN wins, -0 orders below +0.
-template <class C> __device__ __forceinline__ C flt_max(C a, C b) {
-    return a != a ? a : b != b ? b : (a > b || (a == b && !signbit(a))) ? a : b;
-}
-template <class C> __device__ __forceinline__ C flt_min(C a, C b) {
-    return a != a ? a : b != b ? b : (a < b || (a == b && signbit(a))) ? a : b;
-}
-
 // ---- elementwise launch ------------------------------------------------
 
 // Launch an elementwise functor over the job's layout (ewlaunch.cuh).
@@ -236,6 +124,9 @@ int launch_linalg(int dev, Device *d, em_cuda_linalg *job);
 int launch_random_bits(Device *d, const uint32_t *key, int64_t key_stride,
                        void *out, int dtype, int64_t m, int64_t half,
                        int64_t count);
+// Fusion (fusion.cu).
+int launch_fused(int dev, Device *d, const em_cuda_fused *job);
+int64_t fused_compiles();
 int launch_threefry_pairs(Device *d, const uint32_t *key, int64_t key_stride,
                           const uint32_t *in, uint32_t *out, int64_t npairs);
 // conv / window family (window.cu, erfinv.cu, conv.cu)

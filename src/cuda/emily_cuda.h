@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define EM_CUDA_API_VERSION 5
+#define EM_CUDA_API_VERSION 6
 #define EM_CUDA_MAX_NDIM 8
 #define EM_CUDA_MAX_IN 3
 
@@ -279,6 +279,29 @@ typedef struct em_cuda_im2col {
     const void *in;
     void *col;
 } em_cuda_im2col;
+/* A fused kernel (src/engine/gpu_fusion.c generates it, fusion.cu compiles
+ * it with NVRTC, cached by source text). `source` defines
+ * `extern "C" __global__ void emily_fused(emc::FzParams)` (fusion_rt.cuh)
+ * and depends on the program's structure only; the shapes, strides and
+ * pointers below are its arguments. The space W has ndim axes; flat mode:
+ * one pass over W, row mode (rows_mode 1): one block per row, a row being
+ * W's last nred axes. Load j reads load[j] through strides[j] (elements,
+ * over W, 0 where broadcast); in row mode a load that is not wide is read
+ * once per row. cache_wanted: the kernel reads its wide loads more than
+ * once per row, so they are worth keeping in shared memory when a row
+ * fits. The output is row-major: W (out_wide) or one element per row. */
+#define EM_CUDA_FUSED_MAX_LOADS 16
+typedef struct em_cuda_fused {
+    const char *source;
+    int rows_mode, ndim, nred, nloads, cache_wanted;
+    int64_t shape[EM_CUDA_MAX_NDIM];
+    const void *load[EM_CUDA_FUSED_MAX_LOADS];
+    int load_esize[EM_CUDA_FUSED_MAX_LOADS];
+    int load_wide[EM_CUDA_FUSED_MAX_LOADS];
+    int64_t strides[EM_CUDA_FUSED_MAX_LOADS][EM_CUDA_MAX_NDIM];
+    void *out;
+    int out_esize, out_wide;
+} em_cuda_fused;
 
 typedef struct em_cuda_api {
     int version; /* EM_CUDA_API_VERSION */
@@ -355,6 +378,11 @@ typedef struct em_cuda_api {
     int (*window_reduce)(int dev, const em_cuda_window *job);
     int (*window_scatter)(int dev, const em_cuda_window_scatter *job);
     int (*im2col)(int dev, const em_cuda_im2col *job);
+    /* fusion (fusion.cu): queue a fused kernel, compiling it first (NVRTC)
+     * when its source is new for this device; fused_compiles: how many
+     * sources were compiled so far, all devices. */
+    int (*fused)(int dev, const em_cuda_fused *job);
+    int64_t (*fused_compiles)(void);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

@@ -18,6 +18,11 @@
  * External inputs of any shape that broadcasts, any strides (views stay
  * outside and are read through their strides), are loads.
  *
+ * GPU groups (all members on the root's GPU) follow the same rules, except
+ * that rows of any length are kept whole (the fused GPU kernel walks a row
+ * with one block, gpu_fusion.c) and a kernel reads at most
+ * FZ_GPU_MAX_LOADS inputs.
+ *
  * Rewrite. The root node becomes the fused node in place (prim "fused",
  * inputs = the group's external inputs, params = the program; tape nodes
  * are private templates, so this is allowed), and its consumers and the
@@ -51,8 +56,9 @@ static fz_node fz_classify(const em_array *a) {
     em_dtype kd;
     if (!a->prim || atomic_load(&((em_array *)a)->state) != EM_NODE_PENDING)
         return f;
-    /* The fused interpreter is a CPU kernel: GPU nodes stay unfused. */
-    if (a->device != EM_DEVICE_CPU)
+    /* GPU nodes fuse when the CUDA backend is there to compile the fused
+     * kernel (gpu_fusion.c). */
+    if (a->device != EM_DEVICE_CPU && !em_device_available(a->device, NULL))
         return f;
     struct {
         bool (*of)(const em_array *, int *, em_dtype *);
@@ -261,8 +267,11 @@ static void fz_wide_shape(const fz_pass *ps, size_t root, fz_group *g) {
             len *= g->wide[d];
             g->narrow[d] = 1;
         }
-        g->rows_ok = len >= FZ_MIN_ROW && len <= FZ_MAX_ROW;
-        g->chunked = ps->info[root].kind == FZ_REDUCE && len > FZ_MAX_ROW;
+        /* The GPU kernel walks rows of any length (one block per row). */
+        bool gpu = r->device != EM_DEVICE_CPU;
+        g->rows_ok = gpu || (len >= FZ_MIN_ROW && len <= FZ_MAX_ROW);
+        g->chunked =
+            !gpu && ps->info[root].kind == FZ_REDUCE && len > FZ_MAX_ROW;
     }
 }
 
@@ -271,7 +280,8 @@ static bool fz_can_join(const fz_pass *ps, const fz_group *g, size_t i,
                         bool is_root, bool *narrow) {
     const em_array *a = ps->tape->nodes[i];
     const fz_node *f = &ps->info[i];
-    if (f->kind == FZ_NOT_FUSABLE || ps->group[i] >= 0)
+    if (f->kind == FZ_NOT_FUSABLE || ps->group[i] >= 0 ||
+        a->device != ps->tape->nodes[g->root]->device)
         return false;
     if (!is_root) {
         if (ps->is_output[i])
@@ -474,6 +484,9 @@ static bool fz_build(const fz_pass *ps, const fz_group *g, fz_builder *b,
     }
     int nregs;
     if (!fz_assign_registers(b, &nregs))
+        return false;
+    if (ps->tape->nodes[g->root]->device != EM_DEVICE_CPU &&
+        b->nloads > FZ_GPU_MAX_LOADS)
         return false;
     memset(head, 0, sizeof *head);
     head->ninstr = b->ninstr;

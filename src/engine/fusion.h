@@ -52,6 +52,8 @@ enum fz_family {
 #define FZ_MIN_ROW 2
 #define FZ_MAX_ROW 16384
 #define FZ_CHUNK 65536
+/* Inputs one GPU kernel reads at most (loads of a GPU group). */
+#define FZ_GPU_MAX_LOADS 16
 
 typedef struct fz_instr {
     uint8_t kind;       /* enum fz_kind */
@@ -86,5 +88,11 @@ static inline size_t fz_program_size(int ninstr) {
 /* The fused primitive: eval runs node->params (an fz_program) over
  * node->inputs. */
 extern const em_prim em__fused_prim;
+
+/* Whether node->params is a program the fused evals can run on
+ * node->inputs (fusion_kernel.c). */
+bool em__fz_valid(const em_array *node);
+/* The fused prim's GPU eval (gpu_fusion.c). */
+em_status em__gpu_fused_eval(em_array *node);
 
 #endif

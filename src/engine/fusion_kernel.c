@@ -278,7 +278,7 @@ static void fz_units(void *ctx, int64_t begin, int64_t end) {
 
 /* Whether node->params is a program this interpreter can run safely on
  * node->inputs (the pass only makes such programs; this guards copies). */
-static bool fz_valid(const em_array *node) {
+bool em__fz_valid(const em_array *node) {
     const fz_program *p = node->params;
     if (!p || node->params_size < sizeof *p || p->ninstr < 1 ||
         p->ninstr > FZ_MAX_INSTR ||
@@ -336,7 +336,7 @@ static bool fz_valid(const em_array *node) {
 
 static em_status fused_eval(em_array *node) {
     const fz_program *p = node->params;
-    if (!fz_valid(node))
+    if (!em__fz_valid(node))
         return em__fail(EM_ERR_ARGUMENT, "fused: malformed program");
     em_status st = em__alloc_output(node, node->inputs, node->ninputs);
     if (st != EM_OK || node->size == 0)
@@ -443,4 +443,4 @@ static em_status fused_eval(em_array *node) {
     return EM_OK;
 }
 
-const em_prim em__fused_prim = {"fused", fused_eval, NULL};
+const em_prim em__fused_prim = {"fused", fused_eval, NULL, em__gpu_fused_eval};

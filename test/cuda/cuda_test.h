@@ -90,12 +90,13 @@ bool skip_dtype(em_dtype d);
 void test_while(void);    /* test_while.c */
 void test_in_range(void); /* test_in_range.c */
 void test_streams(void); /* test_streams.c: one CUDA stream per engine stream */
-void test_fft(void);    /* test_linalg.c */
-void test_linalg(void); /* test_linalg.c */
+void test_fft(void);     /* test_linalg.c */
+void test_linalg(void);  /* test_linalg.c */
 /* test_conv.c: conv, window reduce/scatter, random_erf_inv, top_k */
 void test_conv(void);
 void test_window(void);
 void test_erf_inv(void);
 void test_top_k(void);
+void test_fusion(void); /* fused programs vs unfused, on the GPU */
 
 #endif
