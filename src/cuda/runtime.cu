@@ -452,6 +452,8 @@ static int stream_pending(int dev, void *stream, int *pending) {
     if (e == cudaErrorNotReady || e == cudaSuccess)
         return 0;
     return cuda_fail(e, "cudaStreamQuery");
+}
+
 static int fused(int dev, const em_cuda_fused *job) {
     EMC_DEVICE(d, dev);
     return launch_fused(dev, d, job);
