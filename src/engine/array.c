@@ -160,7 +160,9 @@ uint64_t em__next_seq(void) {
 /* A rank-0 CPU array beside inputs on another device: the numbers of
  * Elixir code (`x * 2.0`) arrive as such scalars. As PyTorch does with CPU
  * scalar tensors, they follow the other inputs to their device; any other
- * mix of devices is an error (moving data is the caller's em_to_device). */
+ * mix of devices is an error (moving data is the caller's em_to_device).
+ * A node of CPU scalars only (a number broadcast to a shape) goes to the
+ * thread's default device, as a node without inputs does. */
 static bool follows_device(const em_array *a) {
     return a->ndim == 0 && a->device == EM_DEVICE_CPU && !a->host_only;
 }
@@ -174,7 +176,7 @@ static em_status device_of_inputs(const em_prim *prim, em_array *const *inputs,
         if (!follows_device(inputs[i]) && !inputs[i]->host_only)
             lead = i;
     if (lead < 0) { /* only CPU scalars, or no inputs */
-        *device = ninputs > 0 ? EM_DEVICE_CPU : em_default_device();
+        *device = em_default_device();
         return EM_OK;
     }
     *device = inputs[lead]->device;
@@ -202,6 +204,40 @@ em_status em__node_new(const em_prim *prim, em_dtype dtype,
     em_status st = device_of_inputs(prim, inputs, ninputs, &device);
     if (st != EM_OK)
         return st;
+    bool moves = false;
+    for (int i = 0; i < ninputs; i++)
+        moves |= inputs[i]->device != device && follows_device(inputs[i]);
+    if (!moves)
+        return em__node_new_on(prim, device, dtype, shape, ndim, inputs,
+                               ninputs, out);
+    /* CPU scalars follow: their transfers are built first, so that every
+     * input is older than the node (program tapes rely on that order). */
+    em_array **moved = calloc((size_t)ninputs, sizeof *moved);
+    if (!moved)
+        return em__fail(EM_ERR_OOM, "%s: out of memory building the node",
+                        prim->name);
+    for (int i = 0; st == EM_OK && i < ninputs; i++) {
+        if (inputs[i]->device != device && follows_device(inputs[i])) {
+            st = em_to_device(inputs[i], device, &moved[i]);
+        } else {
+            em_array_retain(inputs[i]);
+            moved[i] = inputs[i];
+        }
+    }
+    if (st == EM_OK)
+        st = em__node_new_on(prim, device, dtype, shape, ndim, moved, ninputs,
+                             out);
+    for (int i = 0; i < ninputs; i++)
+        em_array_release(moved[i]);
+    free(moved);
+    return st;
+}
+
+em_status em__node_new_on(const em_prim *prim, em_device device, em_dtype dtype,
+                          const int64_t *shape, int ndim,
+                          em_array *const *inputs, int ninputs,
+                          em_array **out) {
+    *out = NULL;
     if (device != EM_DEVICE_CPU) {
         if (!prim->gpu_eval) {
             char d0[16];
@@ -210,12 +246,10 @@ em_status em__node_new(const em_prim *prim, em_dtype dtype,
                             "move the input to the CPU with to_device",
                             prim->name, em_device_name(device, d0, sizeof d0));
         }
-        st = em__gpu_backend(device, NULL, NULL);
+        em_status st = em__gpu_backend(device, NULL, NULL);
         if (st != EM_OK)
             return st;
     }
-    /* The inputs first (a CPU scalar's move included), so that every input
-     * is older than the node: program tapes rely on that order. */
     em_array **held = NULL;
     if (ninputs > 0) {
         held = malloc(sizeof(em_array *) * (size_t)ninputs);
@@ -223,19 +257,8 @@ em_status em__node_new(const em_prim *prim, em_dtype dtype,
             return em__fail(EM_ERR_OOM, "%s: out of memory building the node",
                             prim->name);
         for (int i = 0; i < ninputs; i++) {
-            em_array *in = inputs[i];
-            if (in->device == device || in->host_only) {
-                em_array_retain(in);
-                held[i] = in;
-                continue;
-            }
-            st = em_to_device(in, device, &held[i]); /* a CPU scalar follows */
-            if (st != EM_OK) {
-                while (i-- > 0)
-                    em_array_release(held[i]);
-                free(held);
-                return st;
-            }
+            em_array_retain(inputs[i]);
+            held[i] = inputs[i];
         }
     }
     em_array *a = node_alloc(dtype, shape, ndim);

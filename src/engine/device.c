@@ -150,8 +150,8 @@ void em__gpu_stream_retire(uint64_t id) {
 em_status em__gpu_backend(em_device device, const em_cuda_api **api,
                           int *ordinal) {
     /* The fast path of every GPU launch: a loaded backend and a valid GPU. */
-    if (em_device_is_gpu(device) && atomic_load_explicit(&backend_ready,
-                                                         memory_order_acquire) &&
+    if (em_device_is_gpu(device) &&
+        atomic_load_explicit(&backend_ready, memory_order_acquire) &&
         device - 1 < backend_devices) {
         if (bound_stream != thread_stream) {
             backend->set_stream(thread_stream);
@@ -276,12 +276,11 @@ em_status em_to_device(em_array *a, em_device device, em_array **out) {
     if (st != EM_OK)
         return st;
     em_array *node;
-    st = em__node_new(&transfer_prim, a->dtype, a->shape, a->ndim, &src, 1,
-                      &node);
+    st = em__node_new_on(&transfer_prim, device, a->dtype, a->shape, a->ndim,
+                         &src, 1, &node);
     em_array_release(src);
     if (st != EM_OK)
         return st;
-    node->device = device;
     *out = node;
     return EM_OK;
 }

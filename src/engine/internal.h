@@ -146,6 +146,11 @@ em_status em__node_new(const em_prim *prim, em_dtype dtype,
                        int ninputs, em_array **out);
 /* Copy `size` bytes of parameters into the node. */
 em_status em__node_set_params(em_array *node, const void *params, size_t size);
+/* em__node_new on `device` given by the caller (a transfer's target): no
+ * inference from the inputs and nothing moved. */
+em_status em__node_new_on(const em_prim *prim, em_device device, em_dtype dtype,
+                          const int64_t *shape, int ndim,
+                          em_array *const *inputs, int ninputs, em_array **out);
 /* em__node_new then em__node_set_params; *out stays NULL on failure (the
  * half-built node is released). The usual last step of an op builder. */
 em_status em__node_new_params(const em_prim *prim, em_dtype dtype,

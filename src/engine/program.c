@@ -170,14 +170,14 @@ em_program *em__program_from_holder(const em_array *holder) {
 static em_status clone_node(const em_array *tmpl, em_array *const *inputs,
                             int ninputs, em_array **out) {
     em_array *n;
-    em_status st = em__node_new(tmpl->prim, tmpl->dtype, tmpl->shape,
-                                tmpl->ndim, inputs, ninputs, &n);
+    /* On the template's device, which is not always its inputs' (a
+     * transfer; a node without inputs made on another thread's default). */
+    em_status st =
+        em__node_new_on(tmpl->prim, tmpl->device, tmpl->dtype, tmpl->shape,
+                        tmpl->ndim, inputs, ninputs, &n);
     if (st != EM_OK)
         return st;
     memcpy(n->strides, tmpl->strides, sizeof(int64_t) * (size_t)tmpl->ndim);
-    /* Not always its inputs' device: a transfer, or a node without inputs
-     * (iota) made on another thread's default device. */
-    n->device = tmpl->device;
     n->offset = tmpl->offset;
     n->row_contiguous = tmpl->row_contiguous;
     if (tmpl->params) {

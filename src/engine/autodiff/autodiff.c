@@ -219,7 +219,11 @@ static em_status pull_back(vjp_state *s, size_t i) {
     if (!node->prim->vjp)
         return em__fail(EM_ERR_ARGUMENT, "grad: no gradient rule for %s",
                         node->prim->name);
+    /* Arrays a rule makes from nothing (zeros, iota, broadcast numbers)
+     * belong on the node's device: the thread's default while it runs. */
+    em_device old = em_set_default_device(node->device);
     em_status st = node->prim->vjp(node, s->ct[i], needs, in_cts);
+    em_set_default_device(old);
     for (int j = 0; j < n; j++) {
         em_array *g = in_cts[j];
         in_cts[j] = NULL;
@@ -337,10 +341,12 @@ em_status em_vjp(em_array *const *outputs, em_array *const *cotangents,
             continue;
         }
         em_array *zero = NULL;
+        em_device old = em_set_default_device(wrt[i]->device);
         st = em_scalar_f64(0.0, wrt[i]->dtype, &zero);
         if (st == EM_OK)
             st = em_full(zero, wrt[i]->shape, wrt[i]->ndim, wrt[i]->dtype,
                          &grads[i]);
+        em_set_default_device(old);
         em_array_release(zero);
     }
     if (st != EM_OK)
