@@ -18,6 +18,11 @@ static em_status backend_of(const em_array *node, const em_cuda_api **api,
     return em__gpu_backend(node->device, api, ord);
 }
 
+em_status em__gpu_prepare(em_array *node, const em_cuda_api **api, int *ord) {
+    em_status st = backend_of(node, api, ord);
+    return st == EM_OK ? em__alloc_output(node, NULL, 0) : st;
+}
+
 /* ---- elementwise -------------------------------------------------------- */
 
 /* Queue out = f(inputs) over the index space `shape` (nd axes): the output
@@ -118,9 +123,7 @@ em_status em__gpu_cast_eval(em_array *node) {
 em_status em__gpu_iota_eval(em_array *node) {
     const em_cuda_api *api;
     int ord;
-    em_status st = backend_of(node, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     const iota_params *p = node->params;
@@ -135,9 +138,7 @@ static em_status reduce_run(em_array *node, unsigned mask, int op, int is_arg,
                             bool tie_high) {
     const em_cuda_api *api;
     int ord;
-    em_status st = backend_of(node, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     const em_array *in = node->inputs[0];
@@ -298,9 +299,7 @@ static em_status gemm_operand_make(const em_cuda_api *api, int ord, em_array *x,
 em_status em__gpu_dot_eval(em_array *node) {
     const em_cuda_api *api;
     int ord;
-    em_status st = backend_of(node, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     const dot_params *p = node->params;
@@ -345,9 +344,7 @@ em_status em__gpu_dot_eval(em_array *node) {
 em_status em__gpu_random_bits_eval(em_array *node) {
     const em_cuda_api *api;
     int ord;
-    em_status st = backend_of(node, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     const em_array *key = node->inputs[0];
@@ -363,9 +360,7 @@ em_status em__gpu_random_bits_eval(em_array *node) {
 em_status em__gpu_threefry_eval(em_array *node) {
     const em_cuda_api *api;
     int ord;
-    em_status st = backend_of(node, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     const em_array *key = node->inputs[0];
@@ -380,9 +375,7 @@ em_status em__gpu_threefry_eval(em_array *node) {
 static em_status gather_run(em_array *node, em_cuda_gather *job) {
     const em_cuda_api *api;
     int ord;
-    em_status st = backend_of(node, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     const em_array *a = node->inputs[0], *idx = node->inputs[1];
@@ -465,9 +458,7 @@ em_status em__gpu_take_along_eval(em_array *node) {
 em_status em__gpu_scan_eval(em_array *node) {
     const em_cuda_api *api;
     int ord;
-    em_status st = backend_of(node, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     const scan_params *p = node->params;
@@ -510,9 +501,7 @@ em_status em__gpu_scan_eval(em_array *node) {
 em_status em__gpu_sort_eval(em_array *node) {
     const em_cuda_api *api;
     int ord;
-    em_status st = backend_of(node, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     const em_array *in = node->inputs[0];
     if (st != EM_OK || in->size == 0)
         return st;

@@ -10,9 +10,7 @@
 em_status em__gpu_fft_eval(em_array *node) {
     const em_cuda_api *api;
     int ord;
-    em_status st = em__gpu_backend(node->device, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     const fft_params *pr = node->params;

@@ -220,18 +220,21 @@ static void put_walk(fz_text *t, fz_gen *g, const bool *need, int reduce) {
         if (!g->rows) {
             put(t, "fz_fetch(l%d, (const ", k);
             put_type(t, in->dtype);
-            put(t, " *)P.ld[%d].ptr, c0, lim, P.ld[%d].kind, P.vec, P, 0, "
-                   "P.nd, P.ld[%d].stride);\n",
+            put(t,
+                " *)P.ld[%d].ptr, c0, lim, P.ld[%d].kind, P.vec, P, 0, "
+                "P.nd, P.ld[%d].stride);\n",
                 j, j, j);
         } else if (!g->loaded[k]) {
-            put(t, "fz_fetch(l%d, b%d, c0, lim, P.ld[%d].kind, P.vec, P, "
-                   "P.nouter, P.nd - P.nouter, P.ld[%d].stride);\n"
-                   "if (P.cached) fz_cache_put(k%d, l%d, c0, lim);\n",
+            put(t,
+                "fz_fetch(l%d, b%d, c0, lim, P.ld[%d].kind, P.vec, P, "
+                "P.nouter, P.nd - P.nouter, P.ld[%d].stride);\n"
+                "if (P.cached) fz_cache_put(k%d, l%d, c0, lim);\n",
                 k, k, j, j, k, k);
         } else {
-            put(t, "if (P.cached) fz_cache_get(l%d, k%d, c0, lim); else "
-                   "fz_fetch(l%d, b%d, c0, lim, P.ld[%d].kind, P.vec, P, "
-                   "P.nouter, P.nd - P.nouter, P.ld[%d].stride);\n",
+            put(t,
+                "if (P.cached) fz_cache_get(l%d, k%d, c0, lim); else "
+                "fz_fetch(l%d, b%d, c0, lim, P.ld[%d].kind, P.vec, P, "
+                "P.nouter, P.nd - P.nouter, P.ld[%d].stride);\n",
                 k, k, k, k, j, j);
             g->cache_wanted = true;
         }
@@ -303,8 +306,9 @@ static void put_source(fz_text *t, fz_gen *g) {
         put_type(t, in->dtype);
         put(t, " *b%d = (const ", k);
         put_type(t, in->dtype);
-        put(t, " *)P.ld[%d].ptr + fz_offset(row, 0, P.nouter, P.shape, "
-               "P.ld[%d].stride);\n",
+        put(t,
+            " *)P.ld[%d].ptr + fz_offset(row, 0, P.nouter, P.shape, "
+            "P.ld[%d].stride);\n",
             j, j);
         if (!in->narrow) {
             put_type(t, in->dtype);
@@ -372,11 +376,9 @@ em_status em__gpu_fused_eval(em_array *node) {
         return em__fail(EM_ERR_ARGUMENT, "fused: malformed program");
     const struct em_cuda_api *api;
     int ord;
-    em_status st = em__gpu_backend(node->device, &api, &ord);
     /* No donated input: a row's output may be written while other threads
      * still read that row's per-row inputs. */
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     fz_gen *g = malloc(sizeof *g);

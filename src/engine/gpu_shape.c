@@ -68,9 +68,8 @@ static em_status gpu_copy(em_device device, void *dst,
 
 em_status em__gpu_copy_strided(em_device device, void *dst,
                                const int64_t *dst_strides, const void *src,
-                               const int64_t *src_strides,
-                               const int64_t *shape, int ndim,
-                               size_t elem_size) {
+                               const int64_t *src_strides, const int64_t *shape,
+                               int ndim, size_t elem_size) {
     return gpu_copy(device, dst, dst_strides, src, src_strides, shape, ndim,
                     elem_size, NULL);
 }
@@ -83,9 +82,8 @@ static em_status alloc_from(em_array *node) {
     em_status st = em__alloc_output(node, &a, 1);
     if (st != EM_OK || node->buffer == a_buffer || node->size == 0)
         return st;
-    return gpu_copy(node->device, em__data(node), NULL, em__data(a),
-                    a->strides, a->shape, a->ndim, em_dtype_size(a->dtype),
-                    NULL);
+    return gpu_copy(node->device, em__data(node), NULL, em__data(a), a->strides,
+                    a->shape, a->ndim, em_dtype_size(a->dtype), NULL);
 }
 
 em_status em__gpu_pad_eval(em_array *node) {
@@ -184,9 +182,7 @@ em_status em__gpu_dynamic_put_slice_eval(em_array *node) {
 em_status em__gpu_eye_eval_with(em_array *node, int64_t k, const void *one) {
     const em_cuda_api *api;
     int ord;
-    em_status st = em__gpu_backend(node->device, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     const size_t es = em_dtype_size(node->dtype);

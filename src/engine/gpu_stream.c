@@ -40,8 +40,7 @@ em_status em__gpu_order_inputs(em_array *node) {
 /* Make cur the last stream of b. Another thread may have used b on its
  * stream since order_inputs looked (two consumers at once): then cur waits
  * for that stream too, so the chain still covers every use. */
-static int take_over(const em_cuda_api *api, int ord, em_buffer *b,
-                     void *cur) {
+static int take_over(const em_cuda_api *api, int ord, em_buffer *b, void *cur) {
     void *old = atomic_exchange_explicit(&b->stream, cur, memory_order_acq_rel);
     return old && old != cur ? api->stream_wait(ord, old) : 0;
 }
@@ -66,8 +65,8 @@ em_status em__gpu_mark_used(em_array *node) {
 
 em_status em__gpu_wait_buffer(const em_cuda_api *api, int ordinal,
                               em_buffer *b) {
-    void *last = b ? atomic_load_explicit(&b->stream, memory_order_acquire)
-                   : NULL;
+    void *last =
+        b ? atomic_load_explicit(&b->stream, memory_order_acquire) : NULL;
     int rc = last ? api->stream_wait(ordinal, last) : 0;
     return rc ? em__gpu_fail(api, rc, "stream wait") : EM_OK;
 }
@@ -75,8 +74,7 @@ em_status em__gpu_wait_buffer(const em_cuda_api *api, int ordinal,
 em_status em__gpu_array_pending(const em_array *a, bool *pending) {
     *pending = false;
     if (a->device == EM_DEVICE_CPU || !a->buffer)
-        return em__fail(EM_ERR_ARGUMENT,
-                        "pending: not an evaluated GPU array");
+        return em__fail(EM_ERR_ARGUMENT, "pending: not an evaluated GPU array");
     const em_cuda_api *api;
     int ord;
     em_status st = em__gpu_backend(a->device, &api, &ord);

@@ -39,9 +39,7 @@ static void window_geom(em_cuda_window *w, const win_params *p,
 em_status em__gpu_window_eval(em_array *node) {
     const em_cuda_api *api;
     int ord;
-    em_status st = em__gpu_backend(node->device, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     em_cuda_window job;
@@ -54,9 +52,7 @@ em_status em__gpu_window_eval(em_array *node) {
 em_status em__gpu_window_scatter_eval(em_array *node) {
     const em_cuda_api *api;
     int ord;
-    em_status st = em__gpu_backend(node->device, &api, &ord);
-    if (st == EM_OK)
-        st = em__alloc_output(node, NULL, 0);
+    em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
     const em_array *a = node->inputs[0], *source = node->inputs[1],

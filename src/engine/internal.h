@@ -199,6 +199,11 @@ struct em_cuda_api;
  * EM_ERR_UNSUPPORTED with the reason. *ordinal is the CUDA device number. */
 em_status em__gpu_backend(em_device device, const struct em_cuda_api **api,
                           int *ordinal);
+/* The start of most GPU evals: the node's backend and a fresh output
+ * buffer (no donated input). Callers then return early when node->size is
+ * 0 or the status is not EM_OK. */
+em_status em__gpu_prepare(em_array *node, const struct em_cuda_api **api,
+                          int *ordinal);
 /* Fail with the backend's last error message and its status. */
 em_status em__gpu_fail(const struct em_cuda_api *api, int status,
                        const char *op);
