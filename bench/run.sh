@@ -14,7 +14,7 @@
 # OpenBLAS), it runs too, labelled numpy_pypi.
 #
 # OPENBLAS_CORETYPE: the project's environment sets Haswell on purpose (see
-# /work/shared/reference/toolchain-notes.md); when the caller has it unset
+# the shared reference toolchain-notes.md); when the caller has it unset
 # this script sets Haswell, so that libemily, OpenBLAS direct and numpy all
 # run under the same, stated setting. The one extra run labelled
 # numpy_unset drops both OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE for numpy
