@@ -135,4 +135,22 @@ int launch_window_scatter(Device *d, const em_cuda_window_scatter *s);
 int launch_erf_inv(Device *d, int dtype, const void *in, void *out, int64_t n);
 int launch_im2col(Device *d, const em_cuda_im2col *j);
 
+// Stream-ordered scratch (cudaMallocAsync), freed on its stream when it
+// goes out of scope: work areas of CUB, cuFFT and cuSOLVER, outside the
+// engine's allocator and counters.
+struct Scratch {
+    cudaStream_t stream;
+    void *p = nullptr;
+    explicit Scratch(cudaStream_t s) : stream(s) {}
+    ~Scratch() {
+        if (p)
+            cudaFreeAsync(p, stream);
+    }
+    Scratch(const Scratch &) = delete;
+    Scratch &operator=(const Scratch &) = delete;
+    cudaError_t alloc(size_t bytes) {
+        return cudaMallocAsync(&p, bytes ? bytes : 1, stream);
+    }
+};
+
 } // namespace emc

@@ -66,20 +66,6 @@ int cufft_fail(cufftResult r, const char *what) {
             return cufft_fail(r_, #call);                                      \
     } while (0)
 
-// Stream-ordered scratch, freed on the stream when it goes out of scope.
-struct Scratch {
-    cudaStream_t stream;
-    void *p = nullptr;
-    explicit Scratch(cudaStream_t s) : stream(s) {}
-    ~Scratch() {
-        if (p)
-            cudaFreeAsync(p, stream);
-    }
-    cudaError_t alloc(size_t bytes) {
-        return cudaMallocAsync(&p, bytes ? bytes : 1, stream);
-    }
-};
-
 // ---- plan cache ----------------------------------------------------------
 
 struct Plan {

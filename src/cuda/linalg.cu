@@ -87,20 +87,6 @@ int get_handles(int dev, Device *d, Handles **out) {
     return 0;
 }
 
-// Stream-ordered scratch, freed on the stream when it goes out of scope.
-struct Scratch {
-    cudaStream_t stream;
-    void *p = nullptr;
-    explicit Scratch(cudaStream_t s) : stream(s) {}
-    ~Scratch() {
-        if (p)
-            cudaFreeAsync(p, stream);
-    }
-    cudaError_t alloc(size_t bytes) {
-        return cudaMallocAsync(&p, bytes ? bytes : 1, stream);
-    }
-};
-
 // ---- element helpers ---------------------------------------------------------
 
 template <class T> struct Tr {

@@ -99,20 +99,6 @@ __global__ void sort_write_kernel(em_cuda_sort s, const int64_t *perm) {
     }
 }
 
-// Stream-ordered scratch, freed on the stream when it goes out of scope.
-struct Scratch {
-    cudaStream_t stream;
-    void *p = nullptr;
-    explicit Scratch(cudaStream_t s) : stream(s) {}
-    ~Scratch() {
-        if (p)
-            cudaFreeAsync(p, stream);
-    }
-    cudaError_t alloc(size_t bytes) {
-        return cudaMallocAsync(&p, bytes ? bytes : 1, stream);
-    }
-};
-
 int launch_sort(Device *d, const em_cuda_sort *s) {
     return with_dtype(s->dtype, [&]<int D>() -> int {
         if constexpr (klass_of(D) == K_CPX) {
