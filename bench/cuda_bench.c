@@ -14,6 +14,7 @@
  * host clock instead: it is the host's cost per eager op.
  */
 #include "../src/cuda/emily_cuda.h"
+#include "cuda_bench_common.h"
 #include "emily.h"
 #include "emily_compile.h"
 #include "emily_device.h"
@@ -22,81 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define GPU EM_DEVICE_GPU(0)
-#define WARMUP 3
-#define REPEAT 10
-
-static void check(em_status st, const char *what) {
-    if (st != EM_OK) {
-        fprintf(stderr, "%s: %s\n", what, em_last_error());
-        exit(1);
-    }
-}
-
-static void die(const char *why) {
-    fprintf(stderr, "%s\n", why);
-    exit(1);
-}
-
-static uint64_t rng = 88172645463325252ull;
-
-/* A random f32 (or bf16 when bf16) array of `n` elements on the GPU. */
-static em_array *random_gpu(const int64_t *shape, int ndim, em_dtype dtype) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    float *buf = malloc((size_t)n * sizeof(float));
-    if (!buf) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        buf[i] = (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-    }
-    em_array *host, *conv, *gpu;
-    check(em_from_data(buf, (size_t)n * 4, shape, ndim, EM_F32, &host),
-          "from_data");
-    free(buf);
-    check(em_as_type(host, dtype, &conv), "as_type");
-    check(em_to_device(conv, GPU, &gpu), "to_device");
-    check(em_eval(&gpu, 1), "eval");
-    em_array_release(host);
-    em_array_release(conv);
-    return gpu;
-}
-
-typedef em_status (*build_fn)(em_array *const *in, em_array **out);
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median GPU milliseconds of one build + eval of `fn`. */
-static double time_op(build_fn fn, em_array *const *in) {
-    double ms[REPEAT];
-    for (int it = 0; it < WARMUP + REPEAT; it++) {
-        em_device_event *e0, *e1;
-        em_array *out;
-        check(em_device_event_record(GPU, &e0), "event");
-        check(fn(in, &out), "build");
-        check(em_eval(&out, 1), "eval");
-        check(em_device_event_record(GPU, &e1), "event");
-        double t;
-        check(em_device_event_elapsed(e0, e1, &t), "elapsed");
-        if (it >= WARMUP)
-            ms[it - WARMUP] = t;
-        em_array_release(out);
-        em_device_event_release(e0);
-        em_device_event_release(e1);
-    }
-    qsort(ms, REPEAT, sizeof ms[0], cmp_double);
-    return ms[REPEAT / 2];
-}
 
 static em_status op_negate(em_array *const *in, em_array **out) {
     return em_unary(EM_UNARY_negate, in[0], out);

@@ -10,6 +10,7 @@
  * evaluates it (im2col into a scratch buffer, then the GEMM) and releases
  * the result. FLOPs: 2 * N * O * (C / groups) * kh * kw * H_out * W_out.
  */
+#include "cuda_bench_common.h"
 #include "emily.h"
 #include "emily_conv.h"
 #include "emily_device.h"
@@ -18,70 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GPU EM_DEVICE_GPU(0)
-#define WARMUP 3
-#define REPEAT 10
+static const em_conv_options *conv_options;
 
-static void check(em_status st, const char *what) {
-    if (st != EM_OK) {
-        fprintf(stderr, "%s: %s\n", what, em_last_error());
-        exit(1);
-    }
-}
-
-static uint64_t rng = 88172645463325252ull;
-
-static em_array *random_gpu(const int64_t *shape, int ndim, em_dtype dtype) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
-    float *buf = malloc((size_t)n * sizeof(float));
-    if (!buf) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        buf[i] = (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-    }
-    em_array *host, *conv, *gpu;
-    check(em_from_data(buf, (size_t)n * 4, shape, ndim, EM_F32, &host),
-          "from_data");
-    free(buf);
-    check(em_as_type(host, dtype, &conv), "as_type");
-    check(em_to_device(conv, GPU, &gpu), "to_device");
-    check(em_eval(&gpu, 1), "eval");
-    em_array_release(host);
-    em_array_release(conv);
-    return gpu;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+static em_status op_conv(em_array *const *in, em_array **out) {
+    return em_conv(in[0], in[1], conv_options, out);
 }
 
 static double time_conv(em_array *x, em_array *w, const em_conv_options *o) {
-    double ms[REPEAT];
-    for (int it = 0; it < WARMUP + REPEAT; it++) {
-        em_device_event *e0, *e1;
-        em_array *out;
-        check(em_device_event_record(GPU, &e0), "event");
-        check(em_conv(x, w, o, &out), "conv");
-        check(em_eval(&out, 1), "eval");
-        check(em_device_event_record(GPU, &e1), "event");
-        double t;
-        check(em_device_event_elapsed(e0, e1, &t), "elapsed");
-        if (it >= WARMUP)
-            ms[it - WARMUP] = t;
-        em_array_release(out);
-        em_device_event_release(e0);
-        em_device_event_release(e1);
-    }
-    qsort(ms, REPEAT, sizeof ms[0], cmp_double);
-    return ms[REPEAT / 2];
+    conv_options = o;
+    em_array *in[2] = {x, w};
+    return time_op(op_conv, in);
 }
 
 int main(void) {

@@ -26,27 +26,16 @@ import sys
 import torch
 import torch.nn.functional as F
 
-WARMUP, REPEAT = 3, 10
+# The same CUDA-event timing as the other GPU benchmark (3 warm-ups,
+# median of 10).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_torch import median_ms  # noqa: E402
+
 CASES = {  # name: (N, C, O, H, k, pad, groups), as cuda_conv_bench.c
     "conv2d_8x64x56x56_k3": (8, 64, 64, 56, 3, 1, 1),
     "conv2d_32x128x28x28_k3": (32, 128, 128, 28, 3, 1, 1),
     "conv2d_8x64x56x56_k3_dw": (8, 64, 64, 56, 3, 1, 64),
 }
-
-
-def median_ms(fn):
-    times = []
-    for it in range(WARMUP + REPEAT):
-        e0 = torch.cuda.Event(enable_timing=True)
-        e1 = torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        if it >= WARMUP:
-            times.append(e0.elapsed_time(e1))
-    times.sort()
-    return times[REPEAT // 2]
 
 
 def torch_case(shape, dtype, tf32):
