@@ -276,8 +276,12 @@ defmodule Emily.Compiler do
       nil ->
         :ets.update_counter(@table, {:stats, id}, {3, 1})
         found = trace(state, args, key_sig)
-        :ets.insert(@table, {key, found, :erlang.unique_integer([:monotonic, :positive]), 0})
-        evict(state)
+        entry = {key, found, :erlang.unique_integer([:monotonic, :positive]), 0}
+
+        # Another process may have traced the same signature meanwhile: its
+        # entry stays, with the hits counted on it (an insert would reset
+        # them); this call's program is just as valid.
+        if :ets.insert_new(@table, entry), do: evict(state)
         found
     end
   end
