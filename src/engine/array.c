@@ -238,6 +238,12 @@ em_status em__node_new_on(const em_prim *prim, em_device device, em_dtype dtype,
                           em_array *const *inputs, int ninputs,
                           em_array **out) {
     *out = NULL;
+    /* Every op's output shape is checked here once: an op may derive one
+     * whose element count overflows from inputs that are fine (reducing
+     * the empty axis of [2^62, 4, 0] leaves [2^62, 4]). */
+    em_status st = em__check_shape(prim->name, shape, ndim, dtype, NULL);
+    if (st != EM_OK)
+        return st;
     if (device != EM_DEVICE_CPU) {
         if (!prim->gpu_eval) {
             char d0[16];
@@ -246,7 +252,7 @@ em_status em__node_new_on(const em_prim *prim, em_device device, em_dtype dtype,
                             "move the input to the CPU with to_device",
                             prim->name, em_device_name(device, d0, sizeof d0));
         }
-        em_status st = em__gpu_backend(device, NULL, NULL);
+        st = em__gpu_backend(device, NULL, NULL);
         if (st != EM_OK)
             return st;
     }

@@ -60,6 +60,13 @@ EM_TEST(core_from_data_rejects_bad_input) {
     /* A zero dimension makes a huge product empty, not an overflow. */
     int64_t zero_huge[3] = {INT64_MAX, 0, INT64_MAX};
     CHECK_OK(em_from_data(NULL, 0, zero_huge, 3, EM_U8, &a));
+    /* ...but an op may drop that zero: reducing it leaves [INT64_MAX, ...]
+     * (found by the fuzzer). Every node's shape is checked when built. */
+    em_array *r = NULL;
+    int axis = 1;
+    CHECK_ERR(em_reduce(EM_REDUCE_sum, a, &axis, 1, false, &r),
+              EM_ERR_ARGUMENT, "has too many elements");
+    CHECK(r == NULL);
     em_array_release(a);
 }
 
