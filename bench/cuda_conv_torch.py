@@ -20,7 +20,6 @@ patch traffic (~14 us): bound by the im2col bytes, so expect a larger gap
 to cuDNN there (an implicit-GEMM kernel is the fix).
 """
 import os
-import subprocess
 import sys
 
 import torch
@@ -29,7 +28,7 @@ import torch.nn.functional as F
 # The same CUDA-event timing as the other GPU benchmark (3 warm-ups,
 # median of 10).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cuda_torch import median_ms  # noqa: E402
+from cuda_torch import median_ms, run_emily  # noqa: E402
 
 CASES = {  # name: (N, C, O, H, k, pad, groups), as cuda_conv_bench.c
     "conv2d_8x64x56x56_k3": (8, 64, 64, 56, 3, 1, 1),
@@ -64,16 +63,7 @@ def torch_parts(shape, dtype):
 
 def main():
     exe = sys.argv[1] if len(sys.argv) > 1 else os.path.join("build", "cuda_conv_bench")
-    proc = subprocess.run([exe], capture_output=True, text=True)
-    sys.stdout.write(proc.stdout)
-    sys.stderr.write(proc.stderr)
-    if proc.returncode != 0:
-        sys.exit(proc.returncode)
-    emily = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            _, name, ms, fig, _unit = line.split()
-            emily[name] = (float(ms), float(fig))
+    emily = run_emily([exe])
     print(f"\nGPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  cuDNN {torch.backends.cudnn.version()}")
     print(f"{'case':34} {'torch mode':>11} {'emily ms':>9} {'torch ms':>9} {'emily TF':>9} {'torch TF':>9} {'ratio':>6}")
     for name, shape in CASES.items():
@@ -81,7 +71,7 @@ def main():
             key = f"{name}_{dname}"
             if key not in emily:
                 continue
-            ems, efig = emily[key]
+            ems, efig, _ = emily[key]
             for tf32 in modes:
                 tms, tfig = torch_case(shape, dtype, tf32)
                 mode = "tf32" if tf32 else "exact"

@@ -36,6 +36,22 @@ def median_ms(fn):
     return times[REPEAT // 2]
 
 
+def run_emily(cmd):
+    """Runs a C benchmark, echoes its output (exits with its status on
+    failure) and returns its RESULT lines: {name: (ms, figure, unit)}."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stdout.write(proc.stdout)
+    sys.stderr.write(proc.stderr)
+    if proc.returncode != 0:
+        sys.exit(proc.returncode)
+    emily = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            _, name, ms, fig, unit = line.split()
+            emily[name] = (float(ms), float(fig), unit)
+    return emily
+
+
 def chain8(x):
     """The 8-op chain of cuda_bench.c: -exp(abs(tanh(x * x + x) * x) - x)."""
     y = x * x
@@ -125,16 +141,7 @@ def main():
     fusion_only = "--fusion" in sys.argv
     exe = args[0] if args else os.path.join("build", "cuda_bench")
     cmd = [exe] + (["--quick"] if quick else []) + (["--fusion"] if fusion_only else [])
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(proc.stdout)
-    sys.stderr.write(proc.stderr)
-    if proc.returncode != 0:
-        sys.exit(proc.returncode)
-    emily = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            _, name, ms, fig, unit = line.split()
-            emily[name] = (float(ms), float(fig), unit)
+    emily = run_emily(cmd)
     print(f"\nGPU: {torch.cuda.get_device_name()}  torch {torch.__version__}")
     print(f"{'case':26} {'emily ms':>10} {'torch ms':>10} {'emily':>10} {'torch':>10} {'unit':>8} {'ratio':>7}")
     # Rows print as PyTorch finishes each case (a slow compile cut short by

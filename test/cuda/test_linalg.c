@@ -53,9 +53,8 @@ static void fft_case(em_array *in, enum layout l, int axis, int64_t n,
         if (st != EM_OK)
             printf("  %s: %s\n", what, em_last_error());
         else
-            w = compare_norm(rc, rg,
-                             8 * ulp_of(em_array_dtype(in)) *
-                                 (log2((double)n) + 1));
+            w = compare_norm(
+                rc, rg, 8 * ulp_of(em_array_dtype(in)) * (log2((double)n) + 1));
     }
     record("fft", what, w <= 1, w);
     em_array *arr[] = {vc, vg, rc, rg};
@@ -78,10 +77,12 @@ void test_fft(void) {
                     int64_t len = v == 1 ? n + 5 : v == 2 && n > 3 ? n - 3 : n;
                     enum layout l = v < 3 ? (enum layout)v : CONTIGUOUS;
                     int axis = v == 3 ? 0 : 1;
-                    em_array *base = axis == 1 ? base_for(d, 9, len, l, false, 0)
-                                               : base_for(d, len, 9, l, false, 0);
+                    em_array *base = axis == 1
+                                         ? base_for(d, 9, len, l, false, 0)
+                                         : base_for(d, len, 9, l, false, 0);
                     char what[96];
-                    snprintf(what, sizeof what, "%s %s n=%lld len=%lld %s axis %d",
+                    snprintf(what, sizeof what,
+                             "%s %s n=%lld len=%lld %s axis %d",
                              fft_modes[mode], em_dtype_name(d), (long long)n,
                              (long long)len, layout_names[l], axis);
                     fft_case(base, l, axis, n, (em_fft_mode)mode, 0, what);
@@ -132,7 +133,8 @@ static em_array *gen(em_dtype d, const int64_t *shape, int ndim, enum kind k) {
                 if (k == RANDOM) {
                     m[i * c + j] = x[i * c + j];
                 } else if (k == WELL) {
-                    m[i * c + j] = x[i * c + j] * 0.5 / sqrt((double)c) + (i == j);
+                    m[i * c + j] =
+                        x[i * c + j] * 0.5 / sqrt((double)c) + (i == j);
                 } else {
                     cplx s = 0;
                     for (int64_t l = 0; l < c; l++)
@@ -306,6 +308,24 @@ static void fail_status(const char *what, em_status st) {
     record("linalg", what, st == EM_OK, INFINITY);
 }
 
+/* op on the CPU input and on the GPU input: the results must agree
+ * (compare's tolerance); a GPU failure fails the case. */
+static void same_on_both(const char *what,
+                         em_status (*op)(em_array *, em_array **),
+                         em_array *cpu_in, em_array *gpu_in) {
+    em_array *rc = NULL, *rg = NULL;
+    die_on(op(cpu_in, &rc), what);
+    em_status st = op(gpu_in, &rg);
+    if (st == EM_OK) {
+        double w = compare(rc, rg, what, 1);
+        record("linalg", what, w <= 1, w);
+    } else {
+        fail_status(what, st);
+    }
+    em_array_release(rc);
+    em_array_release(rg);
+}
+
 /* Unique results against the CPU: cholesky, invert, determinant, solve,
  * triangular_solve (both sides, both triangles, transposed). */
 static void unique_cases(const lcase *c) {
@@ -314,7 +334,8 @@ static void unique_cases(const lcase *c) {
     double tol = tol_of(c);
     for (int op = 0; op < 8; op++) {
         enum kind k = op == 0 ? SPD : WELL;
-        if (op == 2 && n > 64) /* the determinant of a 256 x 256 matrix over/underflows f32 */
+        if (op == 2 &&
+            n > 64) /* the determinant of a 256 x 256 matrix over/underflows f32 */
             continue;
         pair a = make_pair(c->d, c->nb, c->bshape, n, n, k, c->transposed);
         pair b = {NULL, NULL};
@@ -373,8 +394,9 @@ static void unique_cases(const lcase *c) {
             sg = em_solve(a.g, b.g, &rg);
             break;
         default: /* 5: lower left, 6: upper left transposed, 7: right */
-            name = op == 5 ? "trsolve lower" : op == 6 ? "trsolve upper T"
-                                                       : "trsolve right lower T";
+            name = op == 5   ? "trsolve lower"
+                   : op == 6 ? "trsolve upper T"
+                             : "trsolve right lower T";
             lower = op != 6;
             trans = op != 5;
             left = op != 7;
@@ -410,10 +432,12 @@ static void factor_cases(const lcase *c) {
     double tol = tol_of(c);
     for (int shape_i = 0; shape_i < 2; shape_i++) {
         /* tall (n + 3) x n and wide n x (n + 3) for qr and svd */
-        int64_t m = shape_i == 0 ? c->n + 3 : c->n, n = shape_i == 0 ? c->n : c->n + 3;
+        int64_t m = shape_i == 0 ? c->n + 3 : c->n,
+                n = shape_i == 0 ? c->n : c->n + 3;
         int64_t k = m < n ? m : n;
         for (int full = 0; full < 2; full++) {
-            pair a = make_pair(c->d, c->nb, c->bshape, m, n, RANDOM, c->transposed);
+            pair a =
+                make_pair(c->d, c->nb, c->bshape, m, n, RANDOM, c->transposed);
             cplx *av = values(a.c);
             /* qr */
             em_array *q = NULL, *r = NULL;
@@ -428,7 +452,8 @@ static void factor_cases(const lcase *c) {
                 fail_status(what, st);
             } else {
                 int64_t qc = full ? m : k;
-                cplx *qv = values(q), *rv = values(r), *qr = malloc(sizeof(cplx) * (size_t)(nbm * m * n + 1));
+                cplx *qv = values(q), *rv = values(r),
+                     *qr = malloc(sizeof(cplx) * (size_t)(nbm * m * n + 1));
                 mm(qv, rv, qr, nbm, m, qc, n, false);
                 double e = rel_err(qr, av, nbm * m * n) / tol;
                 double o = orth_err(qv, nbm, m, qc, false) / tol;
@@ -454,8 +479,8 @@ static void factor_cases(const lcase *c) {
             em_array_release(r);
             /* svd */
             if (c->d == EM_F32 || c->d == EM_F64) {
-                em_array *u = NULL, *s = NULL, *vt = NULL, *uc = NULL, *sc = NULL,
-                         *vtc = NULL;
+                em_array *u = NULL, *s = NULL, *vt = NULL, *uc = NULL,
+                         *sc = NULL, *vtc = NULL;
                 snprintf(what, sizeof what, "svd%s %s [%lld,%lld] %s",
                          full ? " full" : "", em_dtype_name(c->d), (long long)m,
                          (long long)n, c->label);
@@ -472,12 +497,14 @@ static void factor_cases(const lcase *c) {
                     /* U[:, :k] diag(S) Vt[:k, :] */
                     cplx *us = malloc(sizeof(cplx) * (size_t)(nbm * m * k + 1));
                     cplx *vk = malloc(sizeof(cplx) * (size_t)(nbm * k * n + 1));
-                    cplx *rec = malloc(sizeof(cplx) * (size_t)(nbm * m * n + 1));
+                    cplx *rec =
+                        malloc(sizeof(cplx) * (size_t)(nbm * m * n + 1));
                     for (int64_t b = 0; b < nbm; b++) {
                         for (int64_t i = 0; i < m; i++)
                             for (int64_t j = 0; j < k; j++)
                                 us[b * m * k + i * k + j] =
-                                    uv[b * m * ucols + i * ucols + j] * sv[b * k + j];
+                                    uv[b * m * ucols + i * ucols + j] *
+                                    sv[b * k + j];
                         memcpy(vk + b * k * n, vv + b * vr * n,
                                sizeof(cplx) * (size_t)(k * n));
                     }
@@ -513,7 +540,8 @@ static void factor_cases(const lcase *c) {
         cplx *t = malloc(sizeof(cplx) * (size_t)(nbm * n * n + 1));
         if (op == 0) {
             em_array *p = NULL, *l = NULL, *u = NULL;
-            snprintf(what, sizeof what, "lu %s %s", em_dtype_name(c->d), c->label);
+            snprintf(what, sizeof what, "lu %s %s", em_dtype_name(c->d),
+                     c->label);
             em_status st = em_lu(a.g, &p, &l, &u);
             em_array *three[3] = {p, l, u};
             if (st == EM_OK)
@@ -651,28 +679,10 @@ static void value_failures(em_dtype d) {
     const char *dn = em_dtype_name(d);
 
     snprintf(what, sizeof what, "invert singular %s: NaN", dn);
-    die_on(em_invert(s.c, &rc), what);
-    if (em_invert(s.g, &rg) == EM_OK) {
-        double w = compare(rc, rg, what, 1);
-        record("linalg", what, w <= 1, w);
-    } else {
-        fail_status(what, EM_ERR_RUNTIME);
-    }
-    em_array_release(rc);
-    em_array_release(rg);
-    rc = rg = NULL;
+    same_on_both(what, em_invert, s.c, s.g);
 
     snprintf(what, sizeof what, "determinant singular %s: 0", dn);
-    die_on(em_determinant(s.c, &rc), what);
-    if (em_determinant(s.g, &rg) == EM_OK) {
-        double w = compare(rc, rg, what, 1);
-        record("linalg", what, w <= 1, w);
-    } else {
-        fail_status(what, EM_ERR_RUNTIME);
-    }
-    em_array_release(rc);
-    em_array_release(rg);
-    rc = rg = NULL;
+    same_on_both(what, em_determinant, s.c, s.g);
 
     snprintf(what, sizeof what, "solve singular %s: error", dn);
     expect_error(what, em_solve(s.g, nd.g, &rg), &rg, "singular");
@@ -691,7 +701,10 @@ static void value_failures(em_dtype d) {
     /* NaN in the lower triangle: NaN results, no error */
     for (int op = 0; op < 3; op++) {
         snprintf(what, sizeof what, "%s with NaN %s: NaN",
-                 op == 0 ? "cholesky" : op == 1 ? "solve" : "eigh", dn);
+                 op == 0   ? "cholesky"
+                 : op == 1 ? "solve"
+                           : "eigh",
+                 dn);
         em_array *vc = NULL, *vg = NULL;
         em_status sc, sg;
         if (op == 0) {
@@ -729,27 +742,18 @@ static void value_failures(em_dtype d) {
     pair bs = batch2_pair(d, pd, sing), bz = batch2_pair(d, pd, zdiag),
          bn = batch2_pair(d, negdef, negdef);
     snprintf(what, sizeof what, "batch invert singular %s: NaN", dn);
-    die_on(em_invert(bs.c, &rc), what);
-    if (em_invert(bs.g, &rg) == EM_OK) {
-        double w = compare(rc, rg, what, 1);
-        record("linalg", what, w <= 1, w);
-    } else {
-        fail_status(what, EM_ERR_RUNTIME);
-    }
-    em_array_release(rc);
-    em_array_release(rg);
-    rc = rg = NULL;
+    same_on_both(what, em_invert, bs.c, bs.g);
     snprintf(what, sizeof what, "batch solve singular %s: error", dn);
     expect_error(what, em_solve(bs.g, bn.g, &rg), &rg, "matrix 1 of the batch");
     em_array_release(rg);
     rg = NULL;
-    snprintf(what, sizeof what, "batch cholesky not positive definite %s: error",
-             dn);
+    snprintf(what, sizeof what,
+             "batch cholesky not positive definite %s: error", dn);
     expect_error(what, em_cholesky(bs.g, &rg), &rg, "matrix 1 of the batch");
     em_array_release(rg);
     rg = NULL;
-    snprintf(what, sizeof what, "batch triangular_solve zero diagonal %s: error",
-             dn);
+    snprintf(what, sizeof what,
+             "batch triangular_solve zero diagonal %s: error", dn);
     expect_error(what, em_triangular_solve(bz.g, bn.g, true, true, false, &rg),
                  &rg, "matrix 1 of the batch");
     em_array_release(rg);
