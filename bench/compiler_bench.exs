@@ -38,7 +38,7 @@ _ = jit_one.(a, b, c, d)
 _ = jit_ten.(a, b, c, d)
 
 # The raw NIF call for the same program (no signature, cache or wrapping).
-phs = for _ <- 1..4, do: Emily.Native.placeholder({:f, 32}, [4])
+phs = for _ <- 1..4, do: Emily.Native.placeholder({:f, 32}, [4], 0)
 out = Emily.Native.concatenate(phs, 0)
 program = Emily.Native.program_new(phs, [out], false, false)
 refs = Enum.map([a, b, c, d], & &1.ref)

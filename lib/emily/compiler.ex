@@ -261,8 +261,10 @@ defmodule Emily.Compiler do
   # A program is built for its inputs' devices: the signature alone keys
   # the common all-CPU case, {:on, sig, devices} any other.
   defp key_of(sig, refs) do
-    devices = Enum.map(refs, &Native.array_device/1)
-    if Enum.all?(devices, &(&1 == 0)), do: sig, else: {:on, sig, devices}
+    case Native.array_devices(refs) do
+      :cpu -> sig
+      devices -> {:on, sig, devices}
+    end
   end
 
   defp lookup_or_trace(%{id: id} = state, args, key_sig) do

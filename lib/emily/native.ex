@@ -287,6 +287,12 @@ defmodule Emily.Native do
   @doc "The device number a tensor lives on (0: cpu, 1 + i: gpu i)."
   def array_device(_tensor), do: nif_error()
 
+  @doc """
+  The device numbers of a list of tensors, or `:cpu` when all live on the
+  CPU (one call: a jitted function asks on every call).
+  """
+  def array_devices(_tensors), do: nif_error()
+
   @doc "`:ok` when a device (0: cpu, 1 + i: gpu i) is usable, else `{:error, reason}`."
   def device_available(_device), do: nif_error()
 

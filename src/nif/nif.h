@@ -244,6 +244,7 @@ void nif_leave(void);
     F(vjp, 3)                                                                  \
     F(to_device, 2) /* nif_device.c */                                         \
     F(array_device, 1)                                                         \
+    F(array_devices, 1)                                                        \
     F(device_available, 1)                                                     \
     F(device_memory_stats, 1)
 

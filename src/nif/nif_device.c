@@ -27,6 +27,31 @@ NIF_DECL(array_device) {
     return enif_make_int(env, em_array_device(a));
 }
 
+/* :cpu when every array of the list lives on the CPU, else the list of
+ * their device numbers: Emily.Compiler keys programs by it on each call. */
+NIF_DECL(array_devices) {
+    nif_call c = NIF_CALL(env, "array_devices");
+    ERL_NIF_TERM list = argv[0], head;
+    unsigned n;
+    if (!enif_get_list_length(env, list, &n))
+        return nif_raise_bad_arg(&c, "tensors", "a list of tensors", list);
+    bool all_cpu = true;
+    ERL_NIF_TERM devices = enif_make_list(env, 0);
+    while (enif_get_list_cell(env, list, &head, &list)) {
+        em_array *a;
+        if (!nif_get_array(&c, head, "tensors", &a))
+            return c.raised;
+        em_device d = em_array_device(a);
+        all_cpu &= d == EM_DEVICE_CPU;
+        devices = enif_make_list_cell(env, enif_make_int(env, d), devices);
+    }
+    if (all_cpu)
+        return enif_make_atom(env, "cpu");
+    ERL_NIF_TERM ordered;
+    enif_make_reverse_list(env, devices, &ordered);
+    return ordered;
+}
+
 /* :ok, or {:error, reason} (the reason as a binary). */
 NIF_DECL(device_available) {
     nif_call c = NIF_CALL(env, "device_available");
