@@ -406,6 +406,20 @@ defmodule Emily.CompilerTest do
       end
     end
 
+    test "array_devices: :cpu for CPU tensors, an error for anything else" do
+      t = T.tensor([1.0])
+      assert Emily.Native.array_devices([t.ref, t.ref]) == :cpu
+      assert Emily.Native.array_devices([]) == :cpu
+
+      assert_raise ArgumentError, ~r/array_devices: argument tensors must be a list/, fn ->
+        Emily.Native.array_devices(:nope)
+      end
+
+      assert_raise ArgumentError, ~r/array_devices/, fn ->
+        Emily.Native.array_devices([t.ref, 7])
+      end
+    end
+
     test "placeholders on an unknown device raise" do
       assert_raise ArgumentError, ~r/placeholder: device 99: unknown device 99/, fn ->
         Emily.Native.placeholder({:f, 32}, [2], 99)
