@@ -17,7 +17,7 @@ CFLAGS_COMMON := -std=gnu11 $(OPT) -g -fPIC -fno-math-errno -fno-trapping-math $
                  -pthread $(EXTRA_CFLAGS)
 LIBS := -lopenblas -llapacke -lm -ldl -pthread
 
-ENGINE_SRC := $(sort $(wildcard src/engine/*.c src/engine/ops/*.c src/engine/autodiff/*.c))
+ENGINE_SRC := $(sort $(wildcard src/engine/*/*.c))
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 NIF_SRC := $(sort $(wildcard src/nif/*.c))
 NIF_OBJ := $(NIF_SRC:%.c=$(BUILD)/%.o)

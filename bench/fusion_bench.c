@@ -23,7 +23,7 @@
  * Environment: BENCH_REPS = timed runs per variant (default 7).
  */
 #include "emily.h"
-#include "tape.h"
+#include "compile/tape.h"
 
 #include <float.h>
 #include <math.h>

@@ -5,7 +5,7 @@
  * The engine dlopen's the plugin and calls emily_cuda_get_api() once. The
  * plugin knows nothing of nodes or graphs: it receives device pointers,
  * shapes and element strides already worked out by the engine
- * (src/engine/gpu.c), queues the work on the device's CUDA stream and
+ * (src/engine/gpu/gpu.c), queues the work on the device's CUDA stream and
  * returns. Every call returns an em_status number (0: OK); on failure
  * last_error() gives the calling thread's message.
  *
@@ -279,7 +279,7 @@ typedef struct em_cuda_im2col {
     const void *in;
     void *col;
 } em_cuda_im2col;
-/* A fused kernel (src/engine/gpu_fusion.c generates it, fusion.cu compiles
+/* A fused kernel (src/engine/gpu/gpu_fusion.c generates it, fusion.cu compiles
  * it with NVRTC, cached by source text). `source` defines
  * `extern "C" __global__ void emily_fused(emc::FzParams)` (fusion_rt.cuh)
  * and depends on the program's structure only; the shapes, strides and

@@ -1,5 +1,5 @@
 // fusion.cu — fused kernels: compiled at run time with NVRTC from the
-// source the engine generates (src/engine/gpu_fusion.c), cached per device
+// source the engine generates (src/engine/gpu/gpu_fusion.c), cached per device
 // by source text (the source depends on the program's structure only, so
 // another shape reuses the kernel), then launched on the device's stream
 // with the shapes, strides and pointers as arguments.

@@ -1,12 +1,12 @@
-/* Tests of the fusion pass (src/engine/fusion.c) and the fused primitive:
+/* Tests of the fusion pass (src/engine/compile/fusion.c) and the fused primitive:
  * every graph is built twice from the same evaluated leaves; one copy is
  * evaluated as is (the oracle), the other is put on a tape, fused, and its
  * rewritten graph evaluated. Elementwise groups must match bit for bit;
  * groups with reductions within the bound stated in each test. */
 #include "test.h"
 
-#include "fusion.h"
-#include "tape.h"
+#include "compile/fusion.h"
+#include "compile/tape.h"
 
 #include <float.h>
 #include <stdlib.h>

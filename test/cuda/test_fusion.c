@@ -1,5 +1,5 @@
 /*
- * test_fusion.c — fused GPU kernels (src/engine/gpu_fusion.c,
+ * test_fusion.c — fused GPU kernels (src/engine/gpu/gpu_fusion.c,
  * src/cuda/fusion.cu) against the same programs unfused on the GPU.
  *
  * Each case traces a graph on GPU placeholders, builds it twice as a

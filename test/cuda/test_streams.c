@@ -2,7 +2,7 @@
  * test_streams.c — engine streams on the GPU: each evaluates on its own
  * CUDA stream, so arrays handed from one stream to another, buffers freed
  * on one and reused by another, and reads on a third thread must all be
- * ordered by events (src/engine/gpu_stream.h). Fresh GPU memory is
+ * ordered by events (src/engine/gpu/gpu_stream.h). Fresh GPU memory is
  * poisoned (EMILY_CUDA_POISON=1, set by main), so a kernel that runs
  * before the one it depends on, or a block handed out while another
  * stream still reads it, shows up as wrong values.

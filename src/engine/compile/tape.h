@@ -34,7 +34,7 @@ typedef struct em__tape {
     size_t noutputs;
 } em__tape;
 
-/* Fusion pass (the fusion helper implements it in src/engine/fusion.c):
+/* Fusion pass (the fusion helper implements it in src/engine/compile/fusion.c):
  * rewrites tape in place, replacing groups of nodes by fused nodes; may
  * change nodes/len/outputs. */
 em_status em__fuse_tape(em__tape *tape, int *fused_kernels_out);

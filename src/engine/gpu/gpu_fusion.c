@@ -27,7 +27,7 @@
  */
 #include "../cuda/emily_cuda.h"
 #include "emily_compile.h"
-#include "fusion.h"
+#include "compile/fusion.h"
 
 #include <stdarg.h>
 #include <stdio.h>

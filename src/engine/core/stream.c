@@ -7,7 +7,7 @@
  * the stream and reported to the next job that has a `done` callback, so
  * an error is never silently lost.
  */
-#include "gpu_stream.h"
+#include "gpu/gpu_stream.h"
 #include "internal.h"
 
 #include <pthread.h>

@@ -12,7 +12,7 @@
  * detach both touch `inputs`, so they hold graph_lock; kernels run without
  * any lock.
  */
-#include "gpu_stream.h"
+#include "gpu/gpu_stream.h"
 #include "internal.h"
 
 #include <pthread.h>

@@ -11,7 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "../cuda/emily_cuda.h"
-#include "gpu_stream.h"
+#include "gpu/gpu_stream.h"
 #include "internal.h"
 
 #include <dlfcn.h>
