@@ -523,7 +523,7 @@ defmodule Emily.Tensor.Random do
       end
 
     factor = Core.cast(factor, type)
-    z = normal_split(key, 0.0, 1.0, shape: Tuple.append(shape, n), type: type)
+    z = normal_split(key, 0.0, 1.0, shape: Tuple.insert_at(shape, tuple_size(shape), n), type: type)
     rank = tuple_size(z.shape)
     correlated = Emily.Tensor.dot(z, [rank - 1], factor, [1])
     Emily.Tensor.add(Core.cast(mean, type), correlated) |> Core.cast(type)
