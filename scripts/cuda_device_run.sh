@@ -14,6 +14,11 @@ export PATH=/usr/local/cuda/bin:$PATH
 BIN=${HOSTBIN:-build}
 if [ -n "${EXSTAGE:-}" ]; then
   mkdir -p /tmp/ex && tar -xJf "$EXSTAGE/beam.txz" -C /tmp/ex && tar -xJf "$EXSTAGE/libs.txz" -C /tmp/ex
+  # Elixir's install root, unpacked as /tmp/ex/elixir.
+  mkdir -p /tmp/ex/elixir && tar -xJf "$EXSTAGE/elixir.txz" -C /tmp/ex/elixir --strip-components=1
+  # The application and its dependencies (Nx, ...), compiled here.
+  EX_PATHS=()
+  for d in "$EXSTAGE"/apps/*/ebin; do EX_PATHS+=(-pa "$d"); done
   # Debian's erl scripts name their root; point them at the unpacked one.
   sed -i 's|^\( *ROOTDIR=\)/usr/lib/erlang|\1/tmp/ex/usr/lib/erlang|' \
     /tmp/ex/usr/lib/erlang/bin/erl /tmp/ex/usr/lib/erlang/erts-*/bin/erl
@@ -40,18 +45,18 @@ if [ -n "${EXSTAGE:-}" ]; then
   # ExUnit on the GPU with the Erlang/Elixir packed by
   # scripts/pack_device_elixir.sh (the GPU image has no Elixir).
   echo "== ExUnit GPU tests"
-  cp build/libemily_cuda.so "$EXSTAGE/emily/priv/"
-  ( export PATH=/tmp/ex/usr/lib/elixir/bin:/tmp/ex/usr/lib/erlang/bin:$PATH \
+  cp build/libemily_cuda.so "$EXSTAGE/apps/emily/priv/"
+  ( export PATH=/tmp/ex/elixir/bin:/tmp/ex/usr/lib/erlang/bin:$PATH \
            LD_LIBRARY_PATH=/tmp/ex/lib:$LD_LIBRARY_PATH
-    timeout "${EX_TIMEOUT:-180}" elixir -pa "$EXSTAGE/emily/ebin" \
+    timeout "${EX_TIMEOUT:-180}" elixir "${EX_PATHS[@]}" \
       -e 'Application.ensure_all_started(:emily)' \
       -r test/test_helper.exs -r test/emily/gpu_test.exs ) > "$OUT/exunit_gpu.log" 2>&1
   echo "exunit exit $?"
   grep -E "^\s+[0-9]+\) test|\*\* \(|tests?, " "$OUT/exunit_gpu.log" | head -40
   echo "== examples/mlp_digits.exs --gpu"
-  ( export PATH=/tmp/ex/usr/lib/elixir/bin:/tmp/ex/usr/lib/erlang/bin:$PATH \
+  ( export PATH=/tmp/ex/elixir/bin:/tmp/ex/usr/lib/erlang/bin:$PATH \
            LD_LIBRARY_PATH=/tmp/ex/lib:$LD_LIBRARY_PATH
-    timeout 120 elixir -pa "$EXSTAGE/emily/ebin" \
+    timeout 120 elixir "${EX_PATHS[@]}" \
       -e 'Application.ensure_all_started(:emily); Code.eval_file("examples/mlp_digits.exs")' \
       12 --gpu ) 2>&1 | tr '\r' '\n' | grep -E "MLP|loss|accuracy|Error|\*\*" | tail -16
 fi
