@@ -23,15 +23,16 @@ defmodule Emily.Backend.DifferentialTest do
 
   # Emily.Backend bugs found by this test, excluded until they are fixed
   # (each: the function and a predicate on the call). Keep this short.
-  defp known_emily_bugs, do: [
-    # Eigenvalues ascending; Nx (its doctests, BinaryBackend) gives them
-    # descending: eigh([[1, 0], [0, 2]]) is [2.0, 1.0].
-    {"Nx.LinAlg.eigh", &(elem(hd(&1.args).shape, 0) > 1)},
-    # all/any with nothing to reduce (a scalar, axes: []) convert to u8
-    # instead of testing x != 0: all(f16 -2.5) is 0.
-    {"Nx.all", &no_reduced_axes?/1},
-    {"Nx.any", &no_reduced_axes?/1}
-  ]
+  defp known_emily_bugs,
+    do: [
+      # Eigenvalues ascending; Nx (its doctests, BinaryBackend) gives them
+      # descending: eigh([[1, 0], [0, 2]]) is [2.0, 1.0].
+      {"Nx.LinAlg.eigh", &(elem(hd(&1.args).shape, 0) > 1)},
+      # all/any with nothing to reduce (a scalar, axes: []) convert to u8
+      # instead of testing x != 0: all(f16 -2.5) is 0.
+      {"Nx.all", &no_reduced_axes?/1},
+      {"Nx.any", &no_reduced_axes?/1}
+    ]
 
   defp no_reduced_axes?(call), do: hd(call.args).shape == {} or call.opts[:axes] == []
 
@@ -42,7 +43,8 @@ defmodule Emily.Backend.DifferentialTest do
     end
   end
 
-  defp known_bug?(call), do: Enum.any?(known_emily_bugs(), fn {name, pred} -> call.name == name and pred.(call) end)
+  defp known_bug?(call),
+    do: Enum.any?(known_emily_bugs(), fn {name, pred} -> call.name == name and pred.(call) end)
 
   @tag timeout: :infinity
   test "Emily.Backend agrees with Nx.BinaryBackend on random calls" do
@@ -61,11 +63,14 @@ defmodule Emily.Backend.DifferentialTest do
     {failures, counts} = Differential.run(seed, indices, &known_bug?/1)
 
     if System.get_env("EMILY_DIFF_STATS") do
-      IO.puts("\n#{map_size(counts)} functions drawn over #{Enum.count(indices)} calls (seed #{seed})")
+      IO.puts(
+        "\n#{map_size(counts)} functions drawn over #{Enum.count(indices)} calls (seed #{seed})"
+      )
     end
 
     # Every failure, for a long run (the assertion shows the first 20).
-    if path = System.get_env("EMILY_DIFF_REPORT"), do: File.write!(path, Enum.join(failures, "\n"))
+    if path = System.get_env("EMILY_DIFF_REPORT"),
+      do: File.write!(path, Enum.join(failures, "\n"))
 
     assert failures == [],
            "#{length(failures)} of #{Enum.count(indices)} calls differ (seed #{seed}):\n\n" <>

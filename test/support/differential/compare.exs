@@ -12,7 +12,12 @@ defmodule EmilyTest.Differential.Compare do
   #                            NaN positions and infinities must match
   # Integer and predicate outputs are always compared exactly.
 
-  @eps %{{:f, 16} => 2.0 ** -10, {:bf, 16} => 2.0 ** -7, {:f, 32} => 2.0 ** -23, {:f, 64} => 2.0 ** -52}
+  @eps %{
+    {:f, 16} => 2.0 ** -10,
+    {:bf, 16} => 2.0 ** -7,
+    {:f, 32} => 2.0 ** -23,
+    {:f, 64} => 2.0 ** -52
+  }
 
   def eps({:c, 64}), do: @eps[{:f, 32}]
   def eps({:c, 128}), do: @eps[{:f, 64}]
@@ -20,7 +25,10 @@ defmodule EmilyTest.Differential.Compare do
 
   @doc "Results as a flat list of tensors (tuples and numbers included)."
   def flatten(%Nx.Tensor{} = t), do: [t]
-  def flatten(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> Enum.flat_map(&flatten/1)
+
+  def flatten(tuple) when is_tuple(tuple),
+    do: tuple |> Tuple.to_list() |> Enum.flat_map(&flatten/1)
+
   def flatten(list) when is_list(list), do: Enum.flat_map(list, &flatten/1)
   def flatten(other), do: [other]
 
@@ -68,12 +76,35 @@ defmodule EmilyTest.Differential.Compare do
     if Nx.to_binary(e) == Nx.to_binary(g), do: :ok, else: mismatch(e, g)
   end
 
+  # Complex values within tolerance as complex numbers: |e - g| against
+  # |e| (a small component of a large number carries no precision of its own).
+  defp compare_values(%{type: {:c, _} = type} = e, g, {:tol, rel, abs}, scale, eps_of) do
+    eps = eps(eps_of || type)
+    pairs = Enum.zip(Enum.chunk_every(components(e), 2), Enum.chunk_every(components(g), 2))
+
+    ok? =
+      Enum.all?(pairs, fn {[{er, _}, {ei, _}], [{gr, _}, {gi, _}]} ->
+        finite? = Enum.all?([er, ei, gr, gi], &is_number/1)
+
+        not_finite? =
+          not Enum.all?([er, ei], &is_number/1) and not Enum.all?([gr, gi], &is_number/1)
+
+        not_finite? or
+          (finite? and
+             hypot(er / 2 - gr / 2, ei / 2 - gi / 2) <=
+               eps * rel * hypot(er / 2, ei / 2) + eps * abs * scale / 2)
+      end)
+
+    if ok?, do: :ok, else: mismatch(e, g)
+  end
+
   defp compare_values(%{type: type} = e, g, {:tol, rel, abs}, scale, eps_of) do
     eps = eps(eps_of || type)
     elementwise(e, g, &close?(&1, &2, eps, rel, abs * scale))
   end
 
-  defp compare_values(e, g, mode, _scale, _eps_of), do: elementwise(e, g, &same_float?(&1, &2, mode))
+  defp compare_values(e, g, mode, _scale, _eps_of),
+    do: elementwise(e, g, &same_float?(&1, &2, mode))
 
   defp elementwise(%{type: type} = e, g, fun) do
     pairs = Enum.zip(components(e), components(g))
@@ -82,7 +113,10 @@ defmodule EmilyTest.Differential.Compare do
     # (BinaryBackend) disagree on which of NaN and Inf a complex division by
     # zero or an overflow gives ((-0.5-2i) / -0.0 is NaN+NaNi in
     # BinaryBackend, Inf+Infi in Emily); only "not finite" is compared.
-    pairs = if match?({:c, _}, type), do: pairs |> Enum.chunk_every(2) |> Enum.flat_map(&finite_or_not/1), else: pairs
+    pairs =
+      if match?({:c, _}, type),
+        do: pairs |> Enum.chunk_every(2) |> Enum.flat_map(&finite_or_not/1),
+        else: pairs
 
     case Enum.find_index(pairs, fn {a, b} -> not fun.(a, b) end) do
       nil -> :ok
@@ -94,7 +128,10 @@ defmodule EmilyTest.Differential.Compare do
   # Values come from the binary so that -0.0 and NaN are seen as they are.
   defp components(%{type: {:c, bits}} = t) do
     half = div(bits, 2)
-    for <<re::bitstring-size(half), im::bitstring-size(half) <- Nx.to_binary(t)>>, v <- [re, im], do: decode(v, half)
+
+    for <<re::bitstring-size(half), im::bitstring-size(half) <- Nx.to_binary(t)>>,
+        v <- [re, im],
+        do: decode(v, half)
   end
 
   defp components(%{type: {:bf, 16}} = t) do
@@ -157,6 +194,16 @@ defmodule EmilyTest.Differential.Compare do
 
   # A complex element (its re and im pairs) that is not finite on both
   # sides compares equal.
+  # Scaled so that squares of huge components cannot overflow.
+  defp hypot(a, b) do
+    {big, small} =
+      if Kernel.abs(a) >= Kernel.abs(b),
+        do: {Kernel.abs(a), Kernel.abs(b)},
+        else: {Kernel.abs(b), Kernel.abs(a)}
+
+    if big == 0, do: 0.0, else: big * :math.sqrt(1 + small / big * (small / big))
+  end
+
   defp finite_or_not([{{er, _}, {gr, _}}, {{ei, _}, {gi, _}}] = pair) do
     if (is_atom(er) or is_atom(ei)) and (is_atom(gr) or is_atom(gi)),
       do: [{{:not_finite, 0}, {:not_finite, 0}}],
@@ -173,10 +220,15 @@ defmodule EmilyTest.Differential.Compare do
 
   defp close?({a, _}, {b, _}, eps, rel, abs) do
     cond do
-      a == :nan or b == :nan -> a == b
-      is_atom(a) or is_atom(b) -> a == b
+      a == :nan or b == :nan ->
+        a == b
+
+      is_atom(a) or is_atom(b) ->
+        a == b
+
       # Halved so that the difference of two huge floats cannot overflow.
-      true -> Kernel.abs(a / 2 - b / 2) <= eps * rel * (Kernel.abs(a) / 2) + eps * abs / 2 or a == b
+      true ->
+        Kernel.abs(a / 2 - b / 2) <= eps * rel * (Kernel.abs(a) / 2) + eps * abs / 2 or a == b
     end
   end
 

@@ -89,11 +89,20 @@ defmodule EmilyTest.Differential.Gen do
     edges = Keyword.get(opts, :edges, 0.1)
 
     cond do
-      chance(edges) -> pick(float_edges(type))
-      (domain = Keyword.get(opts, :domain, :any)) != :any -> apply(&uniform/2, Tuple.to_list(domain))
-      chance(0.2) -> int(-6, 6) * 1.0
-      chance(0.1) -> int(-6, 6) + 0.5
-      true -> :rand.normal() * pick([1.0, 1.0, 10.0, 0.01, 1000.0])
+      chance(edges) ->
+        pick(float_edges(type))
+
+      (domain = Keyword.get(opts, :domain, :any)) != :any ->
+        apply(&uniform/2, Tuple.to_list(domain))
+
+      chance(0.2) ->
+        int(-6, 6) * 1.0
+
+      chance(0.1) ->
+        int(-6, 6) + 0.5
+
+      true ->
+        :rand.normal() * pick([1.0, 1.0, 10.0, 0.01, 1000.0])
     end
   end
 
@@ -102,7 +111,14 @@ defmodule EmilyTest.Differential.Gen do
     {lo, hi} = Keyword.get(opts, :range, int_small(type))
 
     if chance(edges),
-      do: pick([Nx.Constants.min_finite(type) |> Nx.to_number(), Nx.Constants.max_finite(type) |> Nx.to_number(), 0, 1, bits - 1]),
+      do:
+        pick([
+          Nx.Constants.min_finite(type) |> Nx.to_number(),
+          Nx.Constants.max_finite(type) |> Nx.to_number(),
+          0,
+          1,
+          bits - 1
+        ]),
       else: int(lo, hi)
   end
 
@@ -130,13 +146,25 @@ defmodule EmilyTest.Differential.Gen do
 
   @doc "A well-conditioned square matrix (batched by `batch`): `A + n I`."
   def well_conditioned(type, batch, n) do
-    a = tensor(type, batch ++ [n, n] |> List.to_tuple(), domain: {-1.0, 1.0}, edges: 0.0, names: false)
+    a =
+      tensor(type, (batch ++ [n, n]) |> List.to_tuple(),
+        domain: {-1.0, 1.0},
+        edges: 0.0,
+        names: false
+      )
+
     Nx.add(a, Nx.multiply(Nx.eye(n, type: type, backend: Nx.BinaryBackend), n))
   end
 
   @doc "A symmetric (Hermitian) positive definite matrix: `B B* + n I`."
   def spd(type, batch, n) do
-    b = tensor(type, batch ++ [n, n] |> List.to_tuple(), domain: {-1.0, 1.0}, edges: 0.0, names: false)
+    b =
+      tensor(type, (batch ++ [n, n]) |> List.to_tuple(),
+        domain: {-1.0, 1.0},
+        edges: 0.0,
+        names: false
+      )
+
     axes = Enum.to_list(0..(length(batch) - 1)//1)
     bt = Nx.transpose(b, axes: axes ++ [length(batch) + 1, length(batch)])
     bt = if match?({:c, _}, type), do: Nx.conjugate(bt), else: bt

@@ -16,8 +16,13 @@ defmodule EmilyTest.Differential do
       counts = Map.update(counts, c.name, 1, &(&1 + 1))
 
       case if(c.fun, do: verdict(c), else: {:error, c.opts[:error]}) do
-        :ok -> {failures, counts}
-        {:error, reason} -> if known.(c), do: {failures, counts}, else: {[failure(seed, index, c, reason) | failures], counts}
+        :ok ->
+          {failures, counts}
+
+        {:error, reason} ->
+          if known.(c),
+            do: {failures, counts},
+            else: {[failure(seed, index, c, reason) | failures], counts}
       end
     end)
     |> then(fn {f, counts} -> {Enum.reverse(f), counts} end)
@@ -32,12 +37,16 @@ defmodule EmilyTest.Differential do
 
     # A generator that raises is a bug of this test: reported as a failure.
     case attempt(gen) do
-      {:ok, call} -> call
-      {:raised, mod, msg} -> Cases.call(name, [], nil, opts: [error: "the generator raised #{inspect(mod)}: #{msg}"])
+      {:ok, call} ->
+        call
+
+      {:raised, mod, msg} ->
+        Cases.call(name, [], nil, opts: [error: "the generator raised #{inspect(mod)}: #{msg}"])
     end
   end
 
-  defp weighted(n, [{_, w, _} = entry | rest]), do: if(n <= w, do: entry, else: weighted(n - w, rest))
+  defp weighted(n, [{_, w, _} = entry | rest]),
+    do: if(n <= w, do: entry, else: weighted(n - w, rest))
 
   @doc "`:ok` or `{:error, reason}` for one call."
   def verdict(c) do
@@ -47,11 +56,20 @@ defmodule EmilyTest.Differential do
     got = attempt(fn -> c.fun.(emily_args) |> to_binary_backend() end)
 
     case {expected, got} do
-      {{:raised, same, _}, {:raised, same, _}} -> :ok
-      {{:raised, mod, msg}, _} -> {:error, "BinaryBackend raised #{inspect(mod)}: #{msg}\n  Emily gave: #{show(got)}"}
-      {_, {:raised, mod, msg}} -> {:error, "Emily raised #{inspect(mod)}: #{msg}\n  BinaryBackend gave: #{show(expected)}"}
-      {{:ok, _}, {:ok, result}} when c.check != nil -> checked(fn -> c.check.(bin_args, result) end, result)
-      {{:ok, exp}, {:ok, result}} -> checked(fn -> Compare.compare(exp, result, c.mode, c.scale, c.eps_of) end, result)
+      {{:raised, same, _}, {:raised, same, _}} ->
+        :ok
+
+      {{:raised, mod, msg}, _} ->
+        {:error, "BinaryBackend raised #{inspect(mod)}: #{msg}\n  Emily gave: #{show(got)}"}
+
+      {_, {:raised, mod, msg}} ->
+        {:error, "Emily raised #{inspect(mod)}: #{msg}\n  BinaryBackend gave: #{show(expected)}"}
+
+      {{:ok, _}, {:ok, result}} when c.check != nil ->
+        checked(fn -> c.check.(bin_args, result) end, result)
+
+      {{:ok, exp}, {:ok, result}} ->
+        checked(fn -> Compare.compare(exp, result, c.mode, c.scale, c.eps_of) end, result)
     end
   end
 
@@ -59,8 +77,11 @@ defmodule EmilyTest.Differential do
   # failure to look at, not a crash of the whole run.
   defp checked(fun, result) do
     case attempt(fun) do
-      {:ok, verdict} -> verdict
-      {:raised, mod, msg} -> {:error, "the comparison raised #{inspect(mod)}: #{msg}\n  Emily gave: #{show(result)}"}
+      {:ok, verdict} ->
+        verdict
+
+      {:raised, mod, msg} ->
+        {:error, "the comparison raised #{inspect(mod)}: #{msg}\n  Emily gave: #{show(result)}"}
     end
   end
 
@@ -76,18 +97,25 @@ defmodule EmilyTest.Differential do
   end
 
   defp to_binary_backend(%Nx.Tensor{} = t), do: Nx.backend_transfer(t, Nx.BinaryBackend)
-  defp to_binary_backend(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> Enum.map(&to_binary_backend/1) |> List.to_tuple()
+
+  defp to_binary_backend(tuple) when is_tuple(tuple),
+    do: tuple |> Tuple.to_list() |> Enum.map(&to_binary_backend/1) |> List.to_tuple()
+
   defp to_binary_backend(list) when is_list(list), do: Enum.map(list, &to_binary_backend/1)
   defp to_binary_backend(other), do: other
 
   # One line per input: type, shape, names and the flat values.
   def show(%Nx.Tensor{} = t) do
     names = if Enum.all?(t.names, &is_nil/1), do: "", else: " names: #{inspect(t.names)}"
+
     "#{Nx.Type.to_string(t.type)}#{inspect(t.shape)}#{names} #{inspect(Nx.to_flat_list(t), limit: 64)}"
   end
 
   def show({:ok, result}), do: show(result)
-  def show(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> Enum.map_join(", ", &show/1)
+
+  def show(tuple) when is_tuple(tuple),
+    do: tuple |> Tuple.to_list() |> Enum.map_join(", ", &show/1)
+
   def show(other), do: inspect(other)
 
   defp failure(seed, index, c, reason) do
