@@ -25,9 +25,6 @@ defmodule Emily.Backend.DifferentialTest do
   # (each: the function and a predicate on the call). Keep this short.
   defp known_emily_bugs,
     do: [
-      # Eigenvalues ascending; Nx (its doctests, BinaryBackend) gives them
-      # descending: eigh([[1, 0], [0, 2]]) is [2.0, 1.0].
-      {"Nx.LinAlg.eigh", &(elem(hd(&1.args).shape, 0) > 1)},
       # all/any with nothing to reduce (a scalar, axes: []) convert to u8
       # instead of testing x != 0: all(f16 -2.5) is 0.
       {"Nx.all", &no_reduced_axes?/1},

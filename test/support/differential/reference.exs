@@ -172,7 +172,8 @@ defmodule EmilyTest.Differential.Reference do
 
           # fmod(x, +-Inf) is x; BinaryBackend gives NaN.
           op == :remainder and Nx.Type.float?(out_type) ->
-            Nx.select(Nx.is_infinity(r), Nx.as_type(l, out_type), Nx.remainder(l, r))
+            rem = Nx.remainder(l, r)
+            Nx.select(Nx.is_infinity(r), Nx.as_type(l, out_type), rem) |> Nx.rename(rem.names)
 
           true ->
             apply(Nx, op, [l, r])
@@ -415,11 +416,14 @@ defmodule EmilyTest.Differential.Reference do
     end
   end
 
+  # BinaryBackend's f64 eigh is good to ~1e-7 only (|A v - w v| is 5e-4
+  # for a 4x4 where Emily's is 4e-15): eigenvalues at f32 precision, the
+  # reconstruction at f64.
   def check_eigh([a], {w, v}) do
     {wb, vb} = Nx.LinAlg.eigh(a)
 
     with :ok <- same_meta([w, v], [wb, vb]),
-         :ok <- close("eigenvalues (in Nx's order) vs BinaryBackend", w, wb, a.type),
+         :ok <- close("eigenvalues (in Nx's order) vs BinaryBackend", w, wb, {:f, 32}),
          :ok <- close("V diag(w) V^T = A", Nx.dot(Nx.multiply(v, w), Nx.transpose(v)), a, a.type) do
       close(
         "V^T V = I",
