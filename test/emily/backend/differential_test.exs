@@ -12,6 +12,7 @@ defmodule Emily.Backend.DifferentialTest do
       EMILY_DIFF_SEED=7 EMILY_DIFF_CALLS=20000 mix test ...        # long run
       EMILY_DIFF_SEED=7 EMILY_DIFF_ONLY=1234 mix test ...          # replay one call
       EMILY_DIFF_FROM=10000 EMILY_DIFF_CALLS=5000 mix test ...     # a piece of a long run
+      EMILY_DIFF_STATS=1 EMILY_DIFF_REPORT=/tmp/diff.txt ...       # coverage; every failure to a file
   """
   use ExUnit.Case, async: true
 
