@@ -237,7 +237,7 @@ defmodule NxSuite.Report do
       for {kind, reason, stack} <- failures(failures) do
         Exception.format_banner(kind, reason, stack)
         |> String.split("\n", trim: true)
-        |> Enum.take(6)
+        |> Enum.take(40)
         |> Enum.each(&IO.puts("    " <> String.slice(&1, 0, 200)))
       end
     end

@@ -10,6 +10,9 @@
 #             compiler: the same, and Emily.Compiler as the global default
 #                       defn compiler; explicit uses of Nx.Defn.Evaluator in
 #                       the tests become Emily.Compiler.
+#             binary:   Nx.BinaryBackend and Nx.Defn.Evaluator, no Emily: the
+#                       suite as Nx runs it, through this runner (what fails
+#                       here fails in Nx itself, or in the runner).
 #   --suite   nx (default) or axon.
 #   FILE      relative to the suite's test/ directory (nx/lin_alg_test.exs)
 #             or absolute; by default every *_test.exs of the suite.
@@ -26,8 +29,8 @@ Code.require_file("nx_suite.exs", __DIR__)
 
 mode =
   case args do
-    [mode | _] when mode in ["backend", "compiler"] -> String.to_atom(mode)
-    _ -> raise ArgumentError, "usage: run.exs backend|compiler [--suite nx|axon] [--failures] [FILE ...]"
+    [mode | _] when mode in ["backend", "compiler", "binary"] -> String.to_atom(mode)
+    _ -> raise ArgumentError, "usage: run.exs backend|compiler|binary [--suite nx|axon] [--failures] [FILE ...]"
   end
 
 suite = String.to_atom(opts[:suite] || "nx")
@@ -35,7 +38,7 @@ vendor = Path.expand("../shared/vendor", File.cwd!())
 
 compiler =
   case mode do
-    :backend ->
+    mode when mode in [:backend, :binary] ->
       Nx.Defn.Evaluator
 
     :compiler ->
@@ -49,6 +52,8 @@ compiler =
 # What differs between the suites: where they live, their support files,
 # what ExUnit leaves out, and the text substitutions that point the tests
 # at Emily.
+backend = if mode == :binary, do: Nx.BinaryBackend, else: Emily.Backend
+
 {root, support, exclude, substitutions} =
   case suite do
     :nx ->
@@ -69,7 +74,7 @@ compiler =
       # AxonTestUtil picks Nx.BinaryBackend and Nx.Defn.Evaluator unless
       # USE_EXLA/USE_TORCHX are set; Axon.Case sets them for every test.
       {Path.join(vendor, "axon-0.8.1/test"), ~w(axon_test_util.ex cases/axon_case.ex), [integration: true],
-       [{"true -> Nx.BinaryBackend", "true -> Emily.Backend"}, {"else: Nx.Defn.Evaluator", "else: #{inspect(compiler)}"}]}
+       [{"true -> Nx.BinaryBackend", "true -> #{inspect(backend)}"}, {"else: Nx.Defn.Evaluator", "else: #{inspect(compiler)}"}]}
   end
 
 files =
@@ -80,7 +85,7 @@ files =
 
 NxSuite.Exclusions.load!(suite)
 
-title = "#{suite} suite, #{mode} mode (#{inspect(compiler)} as the defn compiler)"
+title = "#{suite} suite, #{mode} mode (#{inspect(backend)}, #{inspect(compiler)} as the defn compiler)"
 
 ExUnit.start(
   autorun: false,
@@ -93,6 +98,16 @@ ExUnit.start(
   nx_suite: [root: root, files: files, title: title, failures: opts[:failures]]
 )
 
+# The suites derive Nx.Container and implement Nx.LazyContainer for structs
+# of their own, which a consolidated protocol (Mix consolidates them for
+# `mix run`) does not dispatch to: load these two unconsolidated, as Nx's
+# own mix.exs does for its tests.
+for protocol <- [Nx.Container, Nx.LazyContainer] do
+  beam = Path.join(Application.app_dir(:nx, "ebin"), "#{protocol}.beam")
+  :code.purge(protocol)
+  {:module, ^protocol} = :code.load_abs(String.to_charlist(Path.rootname(beam)))
+end
+
 # Nx's and Axon's tests read fixtures relative to their project's root.
 File.cd!(Path.dirname(root))
 
@@ -103,8 +118,10 @@ for file <- files, do: NxSuite.Source.compile(file, Path.relative_to(file, root)
 # attributes) stay Nx.BinaryBackend's, as an Emily tensor holds a reference
 # that cannot be escaped into code. Operations on them with Emily tensors
 # copy them in.
-Nx.global_default_backend(Emily.Backend)
-Nx.Defn.global_default_options(compiler: compiler)
+# In backend and binary modes defn keeps Nx's default compiler (setting it
+# would show in the options Nx.Serving passes to its callbacks).
+Nx.global_default_backend(backend)
+if compiler != Nx.Defn.Evaluator, do: Nx.Defn.global_default_options(compiler: compiler)
 
 %{failures: failures} = ExUnit.run()
 
