@@ -5,41 +5,67 @@
 defmodule NxSuite.Exclusions do
   @moduledoc false
   # The exclusions of test/nx_suite/exclusions.exs, applied while the test
-  # files compile: every test module calls module_tag/2 first and every
-  # test calls test_tag/3 before it is defined (see NxSuite.Source), which
-  # put ExUnit's `skip` tag with the reason. Applied keys are recorded so
-  # that the report can name exclusions that no longer match a test.
+  # files compile: every test module calls module_tag/2 first, every test
+  # calls test_tag/3 before it is defined, and every doctest asks
+  # doctest_tags/3 (see NxSuite.Source and NxSuite.DocTest). A skip tag's text is "category: reason". Applied
+  # keys are recorded so that the report can name stale exclusions.
 
   @table __MODULE__
 
+  @doc "All exclusions: %{nx: ..., axon: ..., doctests: ...}."
+  def all, do: Code.eval_file(Path.join(__DIR__, "exclusions.exs")) |> elem(0)
+
   def load!(suite) do
-    all = Code.eval_file(Path.join(__DIR__, "exclusions.exs")) |> elem(0)
+    all = all()
     :ets.new(@table, [:named_table, :public, :set])
     :ets.insert(@table, {:entries, Map.fetch!(all, suite)})
+    :ets.insert(@table, {:doctests, all.doctests})
     :ok
   end
 
-  def entries, do: :ets.lookup_element(@table, :entries, 2)
-
-  @doc "`{category, text}` for a whole file or one test, or nil."
-  def reason(file), do: Map.get(entries(), file)
-
-  def reason(file, name), do: reason(file) || Map.get(entries(), {file, name})
+  defp entries, do: :ets.lookup_element(@table, :entries, 2)
 
   def module_tag(module, file) do
-    if reason = reason(file), do: skip(module, :moduletag, file, reason)
+    if reason = entries()[file], do: skip(module, :moduletag, file, reason)
   end
 
+  # A test of an excluded file has its module's tag already.
   def test_tag(module, file, name) do
-    if reason(file) == nil do
-      if reason = reason(file, name), do: skip(module, :tag, {file, name}, reason)
+    reason = entries()[{file, name}]
+    if reason && !entries()[file], do: skip(module, :tag, {file, name}, reason)
+  end
+
+  defp skip(module, attribute, key, reason) do
+    applied(key)
+    Module.put_attribute(module, attribute, skip: text(reason))
+  end
+
+  defp applied(key), do: :ets.insert(@table, {{:applied, key}, true})
+
+  def text({category, reason}), do: "#{category}: #{reason}"
+
+  @doc """
+  `tags` with a skip tag when the doctest `name` ("Nx.LinAlg.qr/2 (58)")
+  is excluded: by its name, or as one of its function's doctests.
+  """
+  def doctest_tags(name, tags, doctests \\ :ets.lookup_element(@table, :doctests, 2)) do
+    [function, _index] = String.split(name, " ", parts: 2)
+
+    key =
+      if Map.has_key?(doctests, name),
+        do: name,
+        else: Enum.find(Map.keys(doctests), &(is_tuple(&1) and function_name(&1) == function))
+
+    if key do
+      if :ets.whereis(@table) != :undefined, do: applied(key)
+      Keyword.put(tags, :skip, text(doctests[key]))
+    else
+      tags
     end
   end
 
-  defp skip(module, attribute, key, {category, text}) do
-    :ets.insert(@table, {{:applied, key}, true})
-    Module.put_attribute(module, attribute, skip: "#{category}: #{text}")
-  end
+  @doc "A doctest exclusion key's function, as doctest names spell it."
+  def function_name({module, fun, arity}), do: "#{inspect(module)}.#{fun}/#{arity}"
 
   @doc "Exclusions of `files` that matched no test: stale entries."
   def unapplied(files) do
@@ -49,14 +75,46 @@ defmodule NxSuite.Exclusions do
         do: key
   end
 
-  @doc "The category of a `skip` tag's text, as written by skip/4."
-  def category("" <> text) do
+  @doc "The category of a skip tag's text, as written by text/1."
+  def category(text) do
     case String.split(text, ":", parts: 2) do
       [category, _] -> String.to_existing_atom(category)
       _ -> :other
     end
   rescue
     ArgumentError -> :other
+  end
+end
+
+defmodule NxSuite.DocTest do
+  @moduledoc false
+  # ExUnit's `doctest/2`, with a skip tag on each excluded doctest (ExUnit's
+  # own `:except` removes whole functions, and the report would not count
+  # them). The body is ExUnit.DocTest's macro (Elixir 1.18), which
+  # generates the tests through ExUnit.DocTest.__doctests__/2; `exclusions`
+  # is the `doctests:` map of exclusions.exs, nil for the runner's.
+
+  defmacro doctest(module, opts \\ [], exclusions \\ nil) do
+    quote bind_quoted: [
+            module: module,
+            opts: opts,
+            exclusions: exclusions,
+            env_line: __CALLER__.line,
+            env_file: __CALLER__.file
+          ] do
+      file = ExUnit.DocTest.__file__(module)
+
+      for {name, test, tags} <- ExUnit.DocTest.__doctests__(module, opts) do
+        tags =
+          if exclusions,
+            do: NxSuite.Exclusions.doctest_tags(name, tags, exclusions),
+            else: NxSuite.Exclusions.doctest_tags(name, tags)
+
+        @file file
+        doc = ExUnit.Case.register_test(__MODULE__, env_file, env_line, :doctest, name, tags)
+        def unquote(doc)(_), do: unquote(test)
+      end
+    end
   end
 end
 
@@ -99,8 +157,8 @@ defmodule NxSuite.Source do
   #   * every `a == b` / `a != b` outside defn code compares
   #     NxSuite.Compare.comparable/1 of both sides (defn's `==` is
   #     Nx.equal/2 and is left alone, as are guards);
-  #   * every test module and every `test` call first asks
-  #     NxSuite.Exclusions for a skip tag;
+  #   * every test module, `test` call and `doctest` call first asks
+  #     NxSuite.Exclusions for skip tags;
   #   * `substitutions` (the mode's: `Nx.Defn.Evaluator` becomes
   #     `Emily.Compiler` in compiler mode; Axon's choice of backend and
   #     compiler) are made on the text.
@@ -128,6 +186,13 @@ defmodule NxSuite.Source do
 
   defp walk({op, meta, [left, right]}, ctx) when op in [:==, :!=] do
     {op, meta, [comparable(walk(left, ctx)), comparable(walk(right, ctx))]}
+  end
+
+  defp walk({:doctest, _meta, [module | opts]}, _ctx) do
+    quote do
+      require NxSuite.DocTest
+      NxSuite.DocTest.doctest(unquote(module), unquote(List.first(opts, [])))
+    end
   end
 
   defp walk({:defmodule, meta, [name, [do: body]]}, ctx) do
