@@ -3,7 +3,7 @@ Code.require_file("../nx_suite/nx_suite.exs", __DIR__)
 defmodule Emily.NxDoctestTest do
   @moduledoc """
   Nx's own doctests, run with Emily.Backend as the default backend: the
-  oracle of the backend. The doctests it does not run are the `doctests:`
+  oracle of the backend. The doctests it does not run are the `nx_doctests:`
   of test/nx_suite/exclusions.exs, each with its reason; they are reported
   as skipped. EMILY_NX_DOCTEST_ALL=1 runs them too, to count what the
   exclusions hide.
@@ -17,7 +17,7 @@ defmodule Emily.NxDoctestTest do
     :ok
   end
 
-  @exclusions if System.get_env("EMILY_NX_DOCTEST_ALL") == "1", do: %{}, else: NxSuite.Exclusions.all().doctests
+  @exclusions if System.get_env("EMILY_NX_DOCTEST_ALL") == "1", do: %{}, else: NxSuite.Exclusions.all().nx_doctests
 
   NxSuite.DocTest.doctest(Nx, [], @exclusions)
   NxSuite.DocTest.doctest(Nx.LinAlg, [], @exclusions)
@@ -36,7 +36,7 @@ defmodule Emily.NxDoctestTest do
       key -> Enum.any?(names, &String.starts_with?(&1, NxSuite.Exclusions.function_name(key) <> " ("))
     end
 
-    for {key, reason} <- NxSuite.Exclusions.all().doctests do
+    for {key, reason} <- NxSuite.Exclusions.all().nx_doctests do
       assert exists?.(key), "#{inspect(key)} (#{inspect(reason)})"
     end
   end

@@ -6,7 +6,8 @@
 #   nx: / axon:  a file of that suite (relative to its test/ directory) for
 #                the whole file, or {file, "describe name"} (ExUnit's test
 #                name without its leading "test ") for one test;
-#   doctests:    a doctest's name as ExUnit numbers them in their module
+#   nx_doctests / axon_doctests:
+#                a doctest's name as ExUnit numbers them in their module
 #                ("Nx.LinAlg.qr/2 (58)": Nx 0.13.1 is vendored, so the
 #                numbers are fixed), or {module, function, arity} for all
 #                of that function's doctests.
@@ -31,6 +32,8 @@
 #                     ===): equal Nx.BinaryBackend tensors are the same
 #                     term, equal Emily tensors are distinct references
 #   :engine           an engine (C) bug or limitation, reported
+#   :stale            fails on Nx.BinaryBackend with Nx 0.13.1 as well: the
+#                     test was written for an older Nx
 %{
   nx: %{
     # :internals
@@ -146,7 +149,50 @@
     {"nx/serving_test.exs", "run/2 with client pre/post"} => {:identity, "assert_received with a pinned tensor"}
   },
   axon: %{},
-  doctests: %{
+  # Axon 0.8.1's doctests show tensors as an older Nx printed them (f32 with
+  # every digit: 0.6666666865348816); Nx 0.13.1 prints the shortest form,
+  # so these fail on Nx.BinaryBackend as well (scripts/nx_oracle.sh binary
+  # --suite axon fails the same 78). On bf16 Emily's values also differ
+  # from Nx.BinaryBackend's, which truncates to bf16 instead of rounding.
+  axon_doctests:
+    Map.new(
+      [
+        "Axon.Activations.celu/2 (2)", "Axon.Activations.celu/2 (3)", "Axon.Activations.elu/2 (5)",
+        "Axon.Activations.elu/2 (6)", "Axon.Activations.exp/1 (7)", "Axon.Activations.exp/1 (8)",
+        "Axon.Activations.gelu/1 (10)", "Axon.Activations.gelu/1 (9)",
+        "Axon.Activations.hard_sigmoid/2 (11)", "Axon.Activations.hard_sigmoid/2 (12)",
+        "Axon.Activations.hard_silu/2 (13)", "Axon.Activations.hard_silu/2 (14)",
+        "Axon.Activations.log_sigmoid/1 (23)", "Axon.Activations.log_sigmoid/1 (24)",
+        "Axon.Activations.log_softmax/2 (25)", "Axon.Activations.log_softmax/2 (26)",
+        "Axon.Activations.log_sumexp/2 (21)", "Axon.Activations.log_sumexp/2 (22)",
+        "Axon.Activations.mish/1 (27)", "Axon.Activations.mish/1 (28)", "Axon.Activations.selu/2 (37)",
+        "Axon.Activations.selu/2 (38)", "Axon.Activations.sigmoid/1 (33)", "Axon.Activations.sigmoid/1 (34)",
+        "Axon.Activations.silu/1 (35)", "Axon.Activations.silu/1 (36)", "Axon.Activations.softmax/2 (39)",
+        "Axon.Activations.softmax/2 (40)", "Axon.Activations.softplus/1 (41)",
+        "Axon.Activations.softplus/1 (42)", "Axon.Activations.softsign/1 (43)",
+        "Axon.Activations.softsign/1 (44)", "Axon.Activations.tanh/1 (45)", "Axon.Activations.tanh/1 (46)",
+        "Axon.Layers.conv/4 (3)", "Axon.Layers.conv/4 (4)", "Axon.Layers.conv/4 (5)",
+        "Axon.Layers.embedding/3 (15)", "Axon.Layers.global_lp_pool/2 (14)", "Axon.Layers.lp_pool/2 (8)",
+        "Axon.Layers.max_pool/2 (7)", "Axon.Losses.binary_cross_entropy/3 (3)",
+        "Axon.Losses.binary_cross_entropy/3 (4)", "Axon.Losses.binary_cross_entropy/3 (5)",
+        "Axon.Losses.categorical_cross_entropy/3 (6)", "Axon.Losses.categorical_cross_entropy/3 (7)",
+        "Axon.Losses.categorical_cross_entropy/3 (8)", "Axon.Losses.categorical_cross_entropy/3 (9)",
+        "Axon.Losses.categorical_hinge/3 (10)", "Axon.Losses.categorical_hinge/3 (11)",
+        "Axon.Losses.categorical_hinge/3 (12)", "Axon.Losses.cosine_similarity/3 (34)",
+        "Axon.Losses.hinge/3 (13)", "Axon.Losses.hinge/3 (14)", "Axon.Losses.hinge/3 (15)",
+        "Axon.Losses.huber/3 (38)", "Axon.Losses.huber/3 (39)", "Axon.Losses.kl_divergence/3 (16)",
+        "Axon.Losses.kl_divergence/3 (17)", "Axon.Losses.kl_divergence/3 (18)",
+        "Axon.Losses.log_cosh/3 (19)", "Axon.Losses.log_cosh/3 (20)", "Axon.Losses.log_cosh/3 (21)",
+        "Axon.Losses.margin_ranking/3 (22)", "Axon.Losses.margin_ranking/3 (23)",
+        "Axon.Losses.margin_ranking/3 (24)", "Axon.Losses.poisson/3 (35)", "Axon.Losses.poisson/3 (36)",
+        "Axon.Losses.poisson/3 (37)", "Axon.Losses.soft_margin/3 (25)", "Axon.Losses.soft_margin/3 (26)",
+        "Axon.Losses.soft_margin/3 (27)", "Axon.Metrics.accuracy/3 (1)", "Axon.Metrics.accuracy/3 (2)",
+        "Axon.Metrics.precision/3 (4)", "Axon.Metrics.recall/3 (5)", "Axon.Metrics.sensitivity/3 (10)",
+        "module Axon.Activations (1)"
+      ],
+      &{&1, {:stale, "written for an older Nx's inspect output"}}
+    ),
+  nx_doctests: %{
     # Types the engine does not have.
     "Nx.tensor/2 (42)" => {:unsupported, "an f8 example"},
     "Nx.tensor/2 (43)" => {:unsupported, "an f8_e4m3fn example"},

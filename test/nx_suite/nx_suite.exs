@@ -12,14 +12,14 @@ defmodule NxSuite.Exclusions do
 
   @table __MODULE__
 
-  @doc "All exclusions: %{nx: ..., axon: ..., doctests: ...}."
+  @doc "All exclusions: %{nx: ..., nx_doctests: ..., axon: ..., axon_doctests: ...}."
   def all, do: Code.eval_file(Path.join(__DIR__, "exclusions.exs")) |> elem(0)
 
   def load!(suite) do
     all = all()
     :ets.new(@table, [:named_table, :public, :set])
     :ets.insert(@table, {:entries, Map.fetch!(all, suite)})
-    :ets.insert(@table, {:doctests, all.doctests})
+    :ets.insert(@table, {:doctests, Map.fetch!(all, :"#{suite}_doctests")})
     :ok
   end
 
@@ -281,7 +281,9 @@ defmodule NxSuite.Report do
   defp category(_), do: nil
 
   defp print_exclusions(tests) do
-    skipped = for %{state: {:skipped, reason}} = t <- tests, do: {t, reason}
+    # Skipped: test/nx_suite/exclusions.exs; excluded: a filter (:distributed,
+    # Axon's :integration).
+    skipped = for %{state: {kind, reason}} = t <- tests, kind in [:skipped, :excluded], do: {t, reason}
 
     if skipped != [] do
       IO.puts("\n### Excluded\n")
