@@ -3,7 +3,7 @@ defmodule Emily do
   Elixir bindings to libemily, a lazy tensor engine written in C.
 
   Most users do not call this module directly. `Emily.Tensor` mirrors
-  Nx's API on top of it, and `Emily.Compiler` traces functions into engine
+  Nx's API on top of it, and `Emily.Tensor.Compiler` traces functions into engine
   programs. The functions below exist for diagnostics and low-level binary
   round-tripping: build an engine tensor from a raw buffer, read it back,
   inspect shape / dtype, and force a flush of the lazy graph.
@@ -19,7 +19,7 @@ defmodule Emily do
     * `async_eval/1` — schedule evaluation without waiting for it. Emits
       `[:emily, :async_eval, *]`.
 
-  The everyday integration points are `Emily.Tensor`, `Emily.Compiler`,
+  The everyday integration points are `Emily.Tensor`, `Emily.Tensor.Compiler`,
   and `Emily.Stream`; see each module's moduledoc for details.
 
   ## Debug assertions

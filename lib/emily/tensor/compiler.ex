@@ -1,4 +1,4 @@
-defmodule Emily.Compiler do
+defmodule Emily.Tensor.Compiler do
   @moduledoc """
   Trace a function into an engine program once, replay it in one call.
 
@@ -12,7 +12,7 @@ defmodule Emily.Compiler do
   that only builds the graph: the results are lazy tensors, evaluated when
   read, like the results of any `Emily.Tensor` function.
 
-      iex> f = Emily.Compiler.jit(fn x, y -> Emily.Tensor.add(Emily.Tensor.multiply(x, y), 1) end)
+      iex> f = Emily.Tensor.Compiler.jit(fn x, y -> Emily.Tensor.add(Emily.Tensor.multiply(x, y), 1) end)
       iex> f.(Emily.Tensor.tensor([1.0, 2.0]), Emily.Tensor.tensor([3.0, 4.0])) |> Emily.Tensor.to_list()
       [4.0, 9.0]
 
@@ -46,7 +46,7 @@ defmodule Emily.Compiler do
   `Emily.Tensor.to_number/1`, `to_binary/1`, `to_list/1`, `inspect/1` or
   `Emily.eval/1` on a value that depends on an argument raise
   `ArgumentError` ("cannot read a traced tensor inside
-  Emily.Compiler.jit"). Use `Emily.Tensor.select/3` for data-dependent
+  Emily.Tensor.Compiler.jit"). Use `Emily.Tensor.select/3` for data-dependent
   choices and `while/3` for data-dependent loops.
 
   ## Cache
@@ -61,14 +61,14 @@ defmodule Emily.Compiler do
   ## Gradients
 
   `grad/2`, `value_and_grad/2` and `stop_gradient/1` (implemented in
-  `Emily.Compiler.Autodiff`) build the backward pass as more lazy nodes, so
+  `Emily.Tensor.Compiler.Autodiff`) build the backward pass as more lazy nodes, so
   they compose with `jit/2`: `jit(value_and_grad(loss))` traces forward
   and backward passes once and replays both in one call. The other order,
   differentiating a jitted function, works for unfused programs (a replay
   builds ordinary nodes) and raises for `fuse: true` ones: fused and loop
   nodes have no gradient rules.
 
-      iex> step = Emily.Compiler.jit(Emily.Compiler.value_and_grad(fn x -> Emily.Tensor.sum(Emily.Tensor.exp(x)) end))
+      iex> step = Emily.Tensor.Compiler.jit(Emily.Tensor.Compiler.value_and_grad(fn x -> Emily.Tensor.sum(Emily.Tensor.exp(x)) end))
       iex> {_value, g} = step.(Emily.Tensor.tensor([0.0, 0.0]))
       iex> Emily.Tensor.to_list(g)
       [1.0, 1.0]
@@ -82,18 +82,18 @@ defmodule Emily.Compiler do
   alias Emily.Native
   alias Emily.Tensor.Core
 
-  @table Emily.Compiler.Cache
+  @table Emily.Tensor.Compiler.Cache
   @tracing {__MODULE__, :tracing}
   @max_arity 12
 
-  # ---- gradients (Emily.Compiler.Autodiff) -----------------------------------
+  # ---- gradients (Emily.Tensor.Compiler.Autodiff) -----------------------------------
 
-  @doc "See `Emily.Compiler.Autodiff.value_and_grad/2`."
-  defdelegate value_and_grad(fun, opts \\ []), to: Emily.Compiler.Autodiff
-  @doc "See `Emily.Compiler.Autodiff.grad/2`."
-  defdelegate grad(fun, opts \\ []), to: Emily.Compiler.Autodiff
-  @doc "See `Emily.Compiler.Autodiff.stop_gradient/1`."
-  defdelegate stop_gradient(container), to: Emily.Compiler.Autodiff
+  @doc "See `Emily.Tensor.Compiler.Autodiff.value_and_grad/2`."
+  defdelegate value_and_grad(fun, opts \\ []), to: Emily.Tensor.Compiler.Autodiff
+  @doc "See `Emily.Tensor.Compiler.Autodiff.grad/2`."
+  defdelegate grad(fun, opts \\ []), to: Emily.Tensor.Compiler.Autodiff
+  @doc "See `Emily.Tensor.Compiler.Autodiff.stop_gradient/1`."
+  defdelegate stop_gradient(container), to: Emily.Tensor.Compiler.Autodiff
 
   # ---- jit -------------------------------------------------------------------
 
@@ -110,10 +110,10 @@ defmodule Emily.Compiler do
   ## Examples
 
       iex> w = Emily.Tensor.tensor([[1.0, 2.0], [3.0, 4.0]])
-      iex> layer = Emily.Compiler.jit(fn x -> Emily.Tensor.dot(x, w) |> Emily.Tensor.tanh() end)
+      iex> layer = Emily.Tensor.Compiler.jit(fn x -> Emily.Tensor.dot(x, w) |> Emily.Tensor.tanh() end)
       iex> layer.(Emily.Tensor.tensor([[0.0, 0.0]])) |> Emily.Tensor.to_list()
       [[0.0, 0.0]]
-      iex> Emily.Compiler.cache_info(layer).misses
+      iex> Emily.Tensor.Compiler.cache_info(layer).misses
       1
 
   """
@@ -157,11 +157,11 @@ defmodule Emily.Compiler do
 
   ## Examples
 
-      iex> f = Emily.Compiler.jit(&Emily.Tensor.exp/1)
+      iex> f = Emily.Tensor.Compiler.jit(&Emily.Tensor.exp/1)
       iex> _ = f.(Emily.Tensor.tensor([1.0]))
       iex> _ = f.(Emily.Tensor.tensor([2.0]))
       iex> _ = f.(Emily.Tensor.tensor([1.0, 2.0]))
-      iex> Emily.Compiler.cache_info(f)
+      iex> Emily.Tensor.Compiler.cache_info(f)
       %{hits: 1, misses: 2, evictions: 0, entries: 2, size: 64}
 
   """
@@ -186,11 +186,11 @@ defmodule Emily.Compiler do
 
   ## Examples
 
-      iex> f = Emily.Compiler.jit(&Emily.Tensor.exp/1)
+      iex> f = Emily.Tensor.Compiler.jit(&Emily.Tensor.exp/1)
       iex> _ = f.(Emily.Tensor.tensor([1.0]))
-      iex> Emily.Compiler.clear_cache(f)
+      iex> Emily.Tensor.Compiler.clear_cache(f)
       :ok
-      iex> Emily.Compiler.cache_info(f).entries
+      iex> Emily.Tensor.Compiler.cache_info(f).entries
       0
 
   """
@@ -209,8 +209,8 @@ defmodule Emily.Compiler do
 
   ## Examples
 
-      iex> f = Emily.Compiler.jit(fn x -> Emily.Tensor.add(Emily.Tensor.exp(x), Emily.Tensor.exp(x)) end)
-      iex> stats = Emily.Compiler.program_stats(f, [Emily.Tensor.tensor([1.0])])
+      iex> f = Emily.Tensor.Compiler.jit(fn x -> Emily.Tensor.add(Emily.Tensor.exp(x), Emily.Tensor.exp(x)) end)
+      iex> stats = Emily.Tensor.Compiler.program_stats(f, [Emily.Tensor.tensor([1.0])])
       iex> {stats.nodes_before, stats.nodes_after, stats.cse_merged}
       {3, 2, 1}
 
@@ -231,7 +231,7 @@ defmodule Emily.Compiler do
       _ -> nil
     end) ||
       raise ArgumentError,
-            "expected a function made by Emily.Compiler.jit/2, got: #{inspect(jitted)}"
+            "expected a function made by Emily.Tensor.Compiler.jit/2, got: #{inspect(jitted)}"
   end
 
   defp entries(id) do
@@ -497,7 +497,7 @@ defmodule Emily.Compiler do
 
   ## Examples
 
-      iex> {i, x} = Emily.Compiler.while({0, Emily.Tensor.tensor([1.0, 2.0])},
+      iex> {i, x} = Emily.Tensor.Compiler.while({0, Emily.Tensor.tensor([1.0, 2.0])},
       ...>   fn {i, _x} -> Emily.Tensor.less(i, 3) end,
       ...>   fn {i, x} -> {Emily.Tensor.add(i, 1), Emily.Tensor.multiply(x, 2)} end)
       iex> {Emily.Tensor.to_number(i), Emily.Tensor.to_list(x)}

@@ -1,6 +1,6 @@
-defmodule Emily.Compiler.Cache do
+defmodule Emily.Tensor.Compiler.Cache do
   @moduledoc false
-  # Owns the public ETS table where Emily.Compiler keeps each jitted
+  # Owns the public ETS table where Emily.Tensor.Compiler keeps each jitted
   # function's programs ({{jit_id, signature}, {program, output_signature},
   # last_used, hits}) and counters ({{:stats, jit_id}, hits of evicted
   # entries, misses, evictions}). Callers read and write it directly from their own processes;
