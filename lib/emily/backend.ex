@@ -73,7 +73,8 @@ defmodule Emily.Backend do
 
   @type t :: %__MODULE__{ref: reference(), stream: Emily.Stream.t() | nil}
 
-  alias Emily.Backend.{Creation, Elementwise, Reduction, Shape, Transfer}
+  alias Emily.Backend.{Block, Conv, Creation, Elementwise, FFT, Indexing, LinAlg}
+  alias Emily.Backend.{Reduction, Shape, Transfer, Window}
 
   @impl true
   defdelegate init(opts), to: Creation
@@ -171,12 +172,45 @@ defmodule Emily.Backend do
   defdelegate dot(out, left, contract_left, batch_left, right, contract_right, batch_right),
     to: Reduction
 
+  # ---- indexing and sorting ----
+  @impl true
+  defdelegate gather(out, tensor, indices, opts), to: Indexing
+  @impl true
+  defdelegate indexed_add(out, tensor, indices, updates, opts), to: Indexing
+  @impl true
+  defdelegate indexed_put(out, tensor, indices, updates, opts), to: Indexing
+  @impl true
+  defdelegate sort(out, tensor, opts), to: Indexing
+  @impl true
+  defdelegate argsort(out, tensor, opts), to: Indexing
+
+  # ---- windows ----
+  @impl true
+  defdelegate window_sum(out, tensor, window, opts), to: Window
+  @impl true
+  defdelegate window_product(out, tensor, window, opts), to: Window
+  @impl true
+  defdelegate window_max(out, tensor, window, opts), to: Window
+  @impl true
+  defdelegate window_min(out, tensor, window, opts), to: Window
+  @impl true
+  defdelegate window_reduce(out, tensor, acc, window, opts, fun), to: Window
+  @impl true
+  defdelegate window_scatter_max(out, tensor, source, init_value, window, opts), to: Window
+  @impl true
+  defdelegate window_scatter_min(out, tensor, source, init_value, window, opts), to: Window
+
+  # ---- convolution, linear algebra, Fourier transforms ----
+  @impl true
+  defdelegate conv(out, tensor, kernel, opts), to: Conv
+  @impl true
+  defdelegate triangular_solve(out, a, b, opts), to: LinAlg
+  @impl true
+  defdelegate fft(out, tensor, opts), to: FFT
+  @impl true
+  defdelegate ifft(out, tensor, opts), to: FFT
+
   # ---- blocks ----
   @impl true
-  def block(%Nx.Block.LogicalNot{}, out, [tensor], _fun), do: Elementwise.logical_not(out, tensor)
-
-  def block(%Nx.Block.Phase{}, out, [%{type: {:c, _}} = tensor], _fun),
-    do: Elementwise.phase(out, tensor)
-
-  def block(struct, _out, args, fun), do: apply(fun, [struct | args])
+  defdelegate block(struct, out, args, fun), to: Block
 end

@@ -21,7 +21,17 @@ defmodule Emily.Backend.Elementwise do
   @doc false
   def unary_ops, do: @math_ops ++ @same_type_ops ++ [:abs, :real, :imag, :is_nan, :is_infinity]
 
-  for op <- @math_ops ++ @same_type_ops do
+  # erf_inv below f64 uses Nx.Random's kernel (Giles' approximation in
+  # double, rounded once): at these precisions it is as accurate, and it
+  # gives Nx's samples to the last bit. f64 keeps the engine's full-precision
+  # erf_inv (Giles' approximation is only good to ~1e-8 there).
+  def erf_inv(%{type: {:f, 64}} = out, tensor),
+    do: Util.wrap(out, Native.erf_inv(Util.ref_as(tensor, out.type)), [tensor])
+
+  def erf_inv(out, tensor),
+    do: Util.wrap(out, Native.random_erf_inv(Util.ref_as(tensor, out.type)), [tensor])
+
+  for op <- (@math_ops -- [:erf_inv]) ++ @same_type_ops do
     def unquote(op)(out, tensor) do
       Util.wrap(out, Native.unquote(op)(Util.ref_as(tensor, out.type)), [tensor])
     end
