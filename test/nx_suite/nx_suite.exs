@@ -7,8 +7,9 @@ defmodule NxSuite.Exclusions do
   # The exclusions of test/nx_suite/exclusions.exs, applied while the test
   # files compile: every test module calls module_tag/2 first, every test
   # calls test_tag/3 before it is defined, and every doctest asks
-  # doctest_tags/3 (see NxSuite.Source and NxSuite.DocTest). A skip tag's text is "category: reason". Applied
-  # keys are recorded so that the report can name stale exclusions.
+  # doctest_tags/3 (see NxSuite.Source and NxSuite.DocTest). A skip tag's
+  # text is "category: reason". Applied keys are recorded so that the
+  # report can name stale exclusions.
 
   @table __MODULE__
 
@@ -92,7 +93,7 @@ defmodule NxSuite.DocTest do
   # own `:except` removes whole functions, and the report would not count
   # them). The body is ExUnit.DocTest's macro (Elixir 1.18), which
   # generates the tests through ExUnit.DocTest.__doctests__/2; `exclusions`
-  # is the `doctests:` map of exclusions.exs, nil for the runner's.
+  # is a `*_doctests:` map of exclusions.exs, nil for the runner's suite.
 
   defmacro doctest(module, opts \\ [], exclusions \\ nil) do
     quote bind_quoted: [
