@@ -1,5 +1,5 @@
 # Issue #5 bench (b): an 8-op elementwise chain on 16M f32 through the
-# Elixir API, eager vs Emily.Compiler.jit vs jit(fuse: true), and numpy on
+# Elixir API, eager vs Emily.Tensor.Compiler.jit vs jit(fuse: true), and numpy on
 # the same expressions in the same run (bench/fusion_numpy.py, alternated
 # with the Elixir rounds). Times are ms per call, build + evaluate (the
 # result stays in the engine), median over rounds of each round's median.
@@ -36,8 +36,8 @@ chains = %{
 variants = fn fun ->
   [
     {"eager", fun},
-    {"jit", Emily.Compiler.jit(fun)},
-    {"jit+fuse", Emily.Compiler.jit(fun, fuse: true)}
+    {"jit", Emily.Tensor.Compiler.jit(fun)},
+    {"jit+fuse", Emily.Tensor.Compiler.jit(fun, fuse: true)}
   ]
 end
 

@@ -1,4 +1,4 @@
-# Replay overhead of Emily.Compiler (issue #5): microseconds per call of a
+# Replay overhead of Emily.Tensor.Compiler (issue #5): microseconds per call of a
 # jitted function against the same function run eagerly, seen from Elixir.
 #
 #   mix run bench/compiler_bench.exs
@@ -32,8 +32,8 @@ ten_ops = fn a, b, c, d ->
   |> T.sum()
 end
 
-jit_one = Emily.Compiler.jit(one_op)
-jit_ten = Emily.Compiler.jit(ten_ops)
+jit_one = Emily.Tensor.Compiler.jit(one_op)
+jit_ten = Emily.Tensor.Compiler.jit(ten_ops)
 _ = jit_one.(a, b, c, d)
 _ = jit_ten.(a, b, c, d)
 
@@ -55,7 +55,7 @@ cases = [
   {"10 ops, 4 inputs: jit replay + read", fn -> T.to_binary(jit_ten.(a, b, c, d)) end}
 ]
 
-IO.puts("Emily.Compiler replay overhead, µs per call (#{System.schedulers_online()} schedulers)")
+IO.puts("Emily.Tensor.Compiler replay overhead, µs per call (#{System.schedulers_online()} schedulers)")
 
 IO.puts(
   String.pad_trailing("case", 52) <>

@@ -1,6 +1,6 @@
 # One MLP training step (forward + backward + SGD update): Emily
-# (Emily.Compiler.value_and_grad, lazy graph then one eval; and the same
-# step under Emily.Compiler.jit) against
+# (Emily.Tensor.Compiler.value_and_grad, lazy graph then one eval; and the same
+# step under Emily.Tensor.Compiler.jit) against
 # numpy's hand-written forward/backward and MLX CPU
 # (mx.compile(mx.value_and_grad(...))), in the same run.
 #
@@ -66,7 +66,7 @@ loss_fn = fn [w1, b1, w2, b2, w3, b3] ->
   log_probs |> T.multiply(y) |> T.sum(axes: [1]) |> T.mean() |> T.negate()
 end
 
-value_and_grad = Emily.Compiler.value_and_grad(loss_fn)
+value_and_grad = Emily.Tensor.Compiler.value_and_grad(loss_fn)
 
 eval_all = fn tensors ->
   :ok = Emily.Native.await(Emily.Native.eval(Emily.Stream.current(), Enum.map(tensors, & &1.ref)))
@@ -81,7 +81,7 @@ end
 
 # The same step traced once and replayed (forward, backward and update in
 # one program).
-compiled_update = Emily.Compiler.jit(update)
+compiled_update = Emily.Tensor.Compiler.jit(update)
 
 median = fn list ->
   sorted = Enum.sort(list)

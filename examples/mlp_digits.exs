@@ -8,11 +8,11 @@
 #
 # Needs python3-sklearn (scripts/setup.sh installs it) for the data file.
 # The training step (forward pass, backward pass from value_and_grad, and
-# the SGD-momentum update) is one function compiled with Emily.Compiler.jit:
+# the SGD-momentum update) is one function compiled with Emily.Tensor.Compiler.jit:
 # traced once, then replayed in one NIF call per batch, and the loss, the
 # new parameters and the new velocities are evaluated in one call.
 
-alias Emily.Compiler
+alias Emily.Tensor.Compiler
 alias Emily.Tensor, as: T
 
 {flags, rest, _} = OptionParser.parse(System.argv(), strict: [gpu: :boolean])

@@ -4,7 +4,8 @@ defmodule Emily do
 
   Most users do not call this module directly. `Emily.Backend` plugs
   Emily into `Nx` so every `Nx.*` op runs on the engine, and
-  `Emily.Compiler` traces functions into engine programs. The functions below exist for diagnostics and low-level binary
+  `Emily.Compiler` (an `Nx.Defn.Compiler`) turns `defn` into engine
+  programs. The functions below exist for diagnostics and low-level binary
   round-tripping: build an engine tensor from a raw buffer, read it back,
   inspect shape / dtype, and force a flush of the lazy graph.
 

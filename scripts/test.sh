@@ -11,7 +11,10 @@
 #   6. libFuzzer: replay the kept crash inputs, then fuzz the op constructors
 #      and from_data decoding for FUZZ_SECONDS each (default 60)
 #   7. mix emily.doctor (platform, NIF, BLAS, smoke test)
-#   8. ExUnit: the Elixir API, the NIF's error paths, telemetry, debug flags,
+#   8. Nx 0.13.1's own test suite with Emily.Backend as the default backend
+#      (scripts/nx_oracle.sh backend; fails on any failure of a test that
+#      test/nx_suite/exclusions.exs does not exclude, or a stale exclusion)
+#   9. ExUnit: the Elixir API, the NIF's error paths, telemetry, debug flags,
 #      the bounded soak tests and the hostile-input suite (last, so that its
 #      summary line ends the output)
 set -euo pipefail
@@ -65,6 +68,9 @@ grep -E "^(Running: |stat::number_of_executed_units|Done )" build/fuzz/run.log |
 
 echo "== mix emily.doctor"
 mix emily.doctor
+
+echo "== Nx's test suite on Emily.Backend"
+scripts/nx_oracle.sh backend
 
 echo "== ExUnit"
 mix test

@@ -31,7 +31,7 @@ defmodule Emily.Memory do
   setting since the reading process last collected, that process collects
   (default 256 MiB; `config :emily, gc_threshold: :infinity` turns it off).
   Eager code over large tensors then reuses cached buffers instead of
-  piling up gigabytes of dead intermediates; `Emily.Compiler.jit/2` avoids
+  piling up gigabytes of dead intermediates; `Emily.Tensor.Compiler.jit/2` avoids
   the question, since a replay's intermediates are never seen by Elixir.
   """
 

@@ -182,12 +182,12 @@ defmodule Emily.Native do
   end
 
   # A read of a graph that contains a placeholder: the user read a traced
-  # tensor inside Emily.Compiler.jit. Only failures pay for the check.
+  # tensor inside Emily.Tensor.Compiler.jit. Only failures pay for the check.
   defp traced_read_error(%ArgumentError{message: message} = exception) do
     if String.contains?(message, "placeholder: a traced input has no value") do
       ArgumentError.exception(
-        "cannot read a traced tensor inside Emily.Compiler.jit: use " <>
-          "Emily.Tensor.select/3 or Emily.Compiler.while/3 for data-dependent " <>
+        "cannot read a traced tensor inside Emily.Tensor.Compiler.jit: use " <>
+          "Emily.Tensor.select/3 or Emily.Tensor.Compiler.while/3 for data-dependent " <>
           "control flow, and read the results outside the jitted function " <>
           "(engine: #{message})"
       )
@@ -559,7 +559,7 @@ defmodule Emily.Native do
   @doc "A new evaluated tensor with a copy of the bytes of an evaluated row-major one."
   @spec copy(tensor()) :: tensor()
   def copy(_tensor), do: nif_error()
-  # ---- programs (Emily.Compiler) ----
+  # ---- programs (Emily.Tensor.Compiler) ----
 
   @doc """
   A placeholder: a traced input of `dtype` and `shape` that has no value,

@@ -22,7 +22,7 @@ defmodule Emily.Telemetry do
       event adds `:byte_size`.
     * `[:emily, :memory, :stats]` — emitted by `Emily.Memory.stats/0`, with
       measurements `:active`, `:peak` and `:cache` (bytes).
-    * `[:emily, :compiler, :trace]` — emitted when `Emily.Compiler.jit/2`
+    * `[:emily, :compiler, :trace]` — emitted when `Emily.Tensor.Compiler.jit/2`
       traces a function into a program (a cache miss). Measurement
       `:duration` (native time units: tracing, simplifying and building the
       program). Metadata `:nodes_before` and `:nodes_after` (op nodes before

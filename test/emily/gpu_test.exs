@@ -147,7 +147,7 @@ defmodule Emily.GPUTest do
   describe "compiler" do
     test "jit on GPU inputs runs on the GPU, the same as eager there" do
       f = fn x, y -> T.sum(T.multiply(T.exp(x), y), axes: [1]) |> T.add(1.0) end
-      jf = Emily.Compiler.jit(f)
+      jf = Emily.Tensor.Compiler.jit(f)
       {x, y} = {gpu(rand({16, 32}, 7)), gpu(rand({16, 32}, 8))}
       out = jf.(x, y)
       assert T.device(out) == {:gpu, 0}
@@ -155,18 +155,18 @@ defmodule Emily.GPUTest do
       # The CPU call of the same jitted function gets its own program.
       cpu_out = jf.(T.to_device(x, :cpu), T.to_device(y, :cpu))
       assert T.device(cpu_out) == :cpu
-      assert Emily.Compiler.cache_info(jf).misses == 2
+      assert Emily.Tensor.Compiler.cache_info(jf).misses == 2
     end
 
     test "constants created while tracing follow the inputs to the GPU" do
-      jf = Emily.Compiler.jit(fn x -> T.add(x, T.iota({4})) end)
+      jf = Emily.Tensor.Compiler.jit(fn x -> T.add(x, T.iota({4})) end)
       out = jf.(gpu(T.tensor([1.0, 1.0, 1.0, 1.0])))
       assert T.to_list(T.to_device(out, :cpu)) == [1.0, 2.0, 3.0, 4.0]
     end
 
     test "a traced while loop runs on the GPU, numbers in its state included" do
       loop = fn x ->
-        Emily.Compiler.while(
+        Emily.Tensor.Compiler.while(
           {x, 0},
           fn {_x, i} -> T.less(i, 5) end,
           fn {x, i} -> {T.add(T.multiply(x, 1.5), i), T.add(i, 1)} end
@@ -174,8 +174,8 @@ defmodule Emily.GPUTest do
       end
 
       x = rand({33}, 31)
-      {cpu_x, cpu_i} = Emily.Compiler.jit(loop).(x)
-      {gpu_x, gpu_i} = Emily.Compiler.jit(loop).(gpu(x))
+      {cpu_x, cpu_i} = Emily.Tensor.Compiler.jit(loop).(x)
+      {gpu_x, gpu_i} = Emily.Tensor.Compiler.jit(loop).(gpu(x))
       assert T.device(gpu_x) == {:gpu, 0}
       assert T.to_number(T.to_device(gpu_i, :cpu)) == T.to_number(cpu_i)
       assert_close(gpu_x, cpu_x, 1.0e-6)
@@ -184,8 +184,8 @@ defmodule Emily.GPUTest do
     test "grad of a GPU computation matches the CPU's" do
       loss = fn w, x -> T.sum(T.tanh(T.dot(x, w))) end
       {w, x} = {rand({8, 4}, 21), rand({5, 8}, 22)}
-      g_cpu = Emily.Compiler.grad(&loss.(&1, x)).(w)
-      g_gpu = Emily.Compiler.grad(&loss.(&1, gpu(x))).(gpu(w))
+      g_cpu = Emily.Tensor.Compiler.grad(&loss.(&1, x)).(w)
+      g_gpu = Emily.Tensor.Compiler.grad(&loss.(&1, gpu(x))).(gpu(w))
       # Each entry sums products of O(1) terms that may cancel: the error
       # is relative to the terms (floor 1), not to the small result.
       assert_close(g_gpu, g_cpu, 1.0e-5, 1.0)

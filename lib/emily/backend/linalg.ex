@@ -118,8 +118,9 @@ defmodule Emily.Backend.LinAlg do
     # The same permutation of the columns of v, for every row.
     v_order = Native.broadcast_to(Native.expand_dims(order, rank - 2), Native.shape(v))
     v = Emily.take_along_axis(v, v_order, rank - 1)
-    # Each eigenvector's sign is arbitrary: its largest-magnitude entry is
-    # made positive (Nx's choice on its examples, and deterministic).
+    # Each eigenvector's sign (phase, for complex) is arbitrary: its
+    # largest-magnitude entry is made real and positive (Nx's choice on its
+    # examples, and deterministic).
     signs = largest_positive_signs(Native.transpose(v, swap_last(rank)), rank)
     v = positive_zero(Native.multiply(v, Native.transpose(signs, swap_last(rank))))
     {Util.wrap(w_out, w, [tensor]), Util.wrap(v_out, v, [tensor])}
@@ -137,7 +138,8 @@ defmodule Emily.Backend.LinAlg do
     {u, s, vt} = Native.svd(ref, full_matrices?)
     rank = tuple_size(tensor.shape)
     type = Native.dtype(vt)
-    # One sign per row of vt, as a column; the same signs scale u's columns.
+    # One sign per row of vt, as a column; the same signs scale u's columns
+    # (Nx has no complex SVD: these are real signs).
     signs = largest_positive_signs(vt, rank)
     vt = positive_zero(Native.multiply(vt, signs))
     u_signs = fit_signs(Native.squeeze(signs, [rank - 1]), Native.shape(u) |> List.last(), type)
@@ -145,14 +147,28 @@ defmodule Emily.Backend.LinAlg do
     {Util.wrap(u_out, u, [tensor]), Util.wrap(s_out, s, [tensor]), Util.wrap(vt_out, vt, [tensor])}
   end
 
-  # For each row of `m` (a `[..., 1]` column): -1 where the row's
-  # largest-magnitude entry is negative, else 1.
+  # For each row of `m` (a `[..., 1]` column): the unit factor that makes
+  # the row's largest-magnitude entry real and positive.
   defp largest_positive_signs(m, rank) do
-    type = Native.dtype(m)
     largest = Native.argmax(Native.abs(m), rank - 1, true, false, {:s, 64})
-    pivot = Emily.take_along_axis(m, largest, rank - 1)
+    m |> Emily.take_along_axis(largest, rank - 1) |> unit_factor()
+  end
+
+  # -1 for a negative real, else 1; for a complex p, conj(p)/|p| (1 at 0):
+  # complex tensors have no order, and their phase is what is arbitrary.
+  defp unit_factor(pivot) do
+    type = Native.dtype(pivot)
     one = Native.scalar_s64(1, type)
-    Native.select(Native.less(pivot, Native.scalar_s64(0, type)), Native.negate(one), one)
+
+    case type do
+      {:c, _} ->
+        magnitude = Native.abs(pivot)
+        zero = Native.equal(magnitude, Native.scalar_s64(0, Native.dtype(magnitude)))
+        Native.select(zero, one, Native.divide(Native.conjugate(pivot), Util.cast(magnitude, type)))
+
+      _ ->
+        Native.select(Native.less(pivot, Native.scalar_s64(0, type)), Native.negate(one), one)
+    end
   end
 
   defp swap_last(rank), do: Enum.to_list(0..(rank - 3)//1) ++ [rank - 1, rank - 2]

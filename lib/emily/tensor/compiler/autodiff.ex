@@ -1,4 +1,4 @@
-defmodule Emily.Compiler.Autodiff do
+defmodule Emily.Tensor.Compiler.Autodiff do
   @moduledoc """
   Reverse-mode automatic differentiation of functions of `Emily.Tensor`s.
 
@@ -7,10 +7,10 @@ defmodule Emily.Compiler.Autodiff do
   primitive's rule for the cotangents of its inputs (DESIGN.md §3.7). The
   gradients come back as lazy tensors too, so the forward and backward
   passes evaluate together on the first read, and a `value_and_grad`
-  traced inside `Emily.Compiler.jit` becomes one compiled program.
+  traced inside `Emily.Tensor.Compiler.jit` becomes one compiled program.
 
       iex> f = fn x -> Emily.Tensor.sum(Emily.Tensor.multiply(x, x)) end
-      iex> grad_f = Emily.Compiler.Autodiff.grad(f)
+      iex> grad_f = Emily.Tensor.Compiler.Autodiff.grad(f)
       iex> grad_f.(Emily.Tensor.tensor([1.0, 2.0, 3.0])) |> Emily.Tensor.to_list()
       [2.0, 4.0, 6.0]
 
@@ -53,7 +53,7 @@ defmodule Emily.Compiler.Autodiff do
 
       iex> f = fn w, x -> Emily.Tensor.sum(Emily.Tensor.multiply(w, x)) end
       iex> {value, {gw, gx}} =
-      ...>   Emily.Compiler.Autodiff.value_and_grad(f, argnums: [0, 1]).(
+      ...>   Emily.Tensor.Compiler.Autodiff.value_and_grad(f, argnums: [0, 1]).(
       ...>     Emily.Tensor.tensor([1.0, 2.0]),
       ...>     Emily.Tensor.tensor([3.0, 4.0])
       ...>   )
@@ -64,7 +64,7 @@ defmodule Emily.Compiler.Autodiff do
 
       iex> loss = fn %{w: w, b: b} -> Emily.Tensor.sum(Emily.Tensor.add(Emily.Tensor.multiply(w, 2.0), b)) end
       iex> {_value, grads} =
-      ...>   Emily.Compiler.Autodiff.value_and_grad(loss).(%{
+      ...>   Emily.Tensor.Compiler.Autodiff.value_and_grad(loss).(%{
       ...>     w: Emily.Tensor.tensor([1.0, 1.0]),
       ...>     b: Emily.Tensor.tensor(0.5)
       ...>   })
@@ -93,7 +93,7 @@ defmodule Emily.Compiler.Autodiff do
 
   ## Examples
 
-      iex> g = Emily.Compiler.Autodiff.grad(fn x -> Emily.Tensor.exp(x) end)
+      iex> g = Emily.Tensor.Compiler.Autodiff.grad(fn x -> Emily.Tensor.exp(x) end)
       iex> g.(Emily.Tensor.tensor(0.0)) |> Emily.Tensor.to_number()
       1.0
   """
@@ -110,9 +110,9 @@ defmodule Emily.Compiler.Autodiff do
   ## Examples
 
       iex> f = fn x ->
-      ...>   Emily.Tensor.sum(Emily.Tensor.multiply(x, Emily.Compiler.Autodiff.stop_gradient(x)))
+      ...>   Emily.Tensor.sum(Emily.Tensor.multiply(x, Emily.Tensor.Compiler.Autodiff.stop_gradient(x)))
       ...> end
-      iex> Emily.Compiler.Autodiff.grad(f).(Emily.Tensor.tensor([3.0])) |> Emily.Tensor.to_list()
+      iex> Emily.Tensor.Compiler.Autodiff.grad(f).(Emily.Tensor.tensor([3.0])) |> Emily.Tensor.to_list()
       [3.0]
   """
   def stop_gradient(container) do

@@ -1,13 +1,13 @@
-defmodule Emily.CompilerTest do
+defmodule Emily.Tensor.CompilerTest do
   # Telemetry handlers are global: not async.
   use ExUnit.Case, async: false
 
-  alias Emily.Compiler
+  alias Emily.Tensor.Compiler
   alias Emily.Tensor, as: T
   alias Emily.Tensor.LinAlg
   alias Emily.Tensor.Random
 
-  doctest Emily.Compiler
+  doctest Emily.Tensor.Compiler
 
   # Random inputs from a fixed seed (the oracle is the eager run of the
   # same function on the same inputs: replay must give the same bits).
@@ -382,7 +382,7 @@ defmodule Emily.CompilerTest do
         jitted = Compiler.jit(fn x -> read.(T.sum(x)) end)
 
         assert_raise ArgumentError,
-                     ~r/cannot read a traced tensor inside Emily.Compiler.jit/,
+                     ~r/cannot read a traced tensor inside Emily.Tensor.Compiler.jit/,
                      fn ->
                        jitted.(T.tensor([1.0, 2.0]))
                      end
@@ -401,7 +401,7 @@ defmodule Emily.CompilerTest do
       assert_raise ArgumentError, ~r/cache_size/, fn -> Compiler.jit(&T.exp/1, cache_size: 0) end
       assert_raise ArgumentError, ~r/fuse/, fn -> Compiler.jit(&T.exp/1, fuse: :yes) end
 
-      assert_raise ArgumentError, ~r/made by Emily.Compiler.jit/, fn ->
+      assert_raise ArgumentError, ~r/made by Emily.Tensor.Compiler.jit/, fn ->
         Compiler.cache_info(&T.exp/1)
       end
     end

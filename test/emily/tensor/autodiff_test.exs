@@ -1,4 +1,4 @@
-defmodule Emily.Compiler.AutodiffTest.Cases do
+defmodule Emily.Tensor.Compiler.AutodiffTest.Cases do
   @moduledoc false
   # {name, function, input shapes, input range}: Emily.Tensor functions
   # checked against finite differences.
@@ -89,11 +89,11 @@ defmodule Emily.Compiler.AutodiffTest.Cases do
   end
 end
 
-defmodule Emily.Compiler.AutodiffTest do
+defmodule Emily.Tensor.Compiler.AutodiffTest do
   use ExUnit.Case, async: true
-  doctest Emily.Compiler.Autodiff
+  doctest Emily.Tensor.Compiler.Autodiff
 
-  alias Emily.Compiler.Autodiff, as: AD
+  alias Emily.Tensor.Compiler.Autodiff, as: AD
   alias Emily.Tensor, as: T
 
   # ---- finite differences ------------------------------------------------
@@ -206,9 +206,9 @@ defmodule Emily.Compiler.AutodiffTest do
     end
   end
 
-  for {{name, _f, _shapes, _range}, i} <- Enum.with_index(Emily.Compiler.AutodiffTest.Cases.all()) do
+  for {{name, _f, _shapes, _range}, i} <- Enum.with_index(Emily.Tensor.Compiler.AutodiffTest.Cases.all()) do
     test "grad of #{name} matches finite differences" do
-      {name, f, shapes, range} = Enum.at(Emily.Compiler.AutodiffTest.Cases.all(), unquote(i))
+      {name, f, shapes, range} = Enum.at(Emily.Tensor.Compiler.AutodiffTest.Cases.all(), unquote(i))
       check_grad(name, f, shapes, range)
     end
   end
@@ -244,14 +244,14 @@ defmodule Emily.Compiler.AutodiffTest do
     end
 
     params = {random({3, 5}, {-1, 1}, 5), random({5}, {-1, 1}, 6), random({5, 2}, {-1, 1}, 7)}
-    eager = Emily.Compiler.value_and_grad(loss)
-    compiled = Emily.Compiler.jit(eager)
+    eager = Emily.Tensor.Compiler.value_and_grad(loss)
+    compiled = Emily.Tensor.Compiler.jit(eager)
     flat = fn {v, {a, b, c}} -> Enum.map([v, a, b, c], &T.to_binary/1) end
 
     expected = flat.(eager.(params))
     assert flat.(compiled.(params)) == expected
     assert flat.(compiled.(params)) == expected
-    assert %{hits: 1, misses: 1} = Emily.Compiler.cache_info(compiled)
+    assert %{hits: 1, misses: 1} = Emily.Tensor.Compiler.cache_info(compiled)
   end
 
   test "layer norm matches finite differences" do
