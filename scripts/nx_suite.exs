@@ -8,6 +8,8 @@
 #
 # FILE is a path relative to Nx's test/ directory (nx/defn/grad_test.exs) or
 # absolute; by default every file of test/nx/defn/ and test/nx/defn_test.exs.
+# --skip "test name" excludes a test (repeatable).
+# --trace prints each test's name as it starts (to find one that hangs).
 # --failures prints each failure's test name and first line of message.
 # --binary-default keeps Nx.BinaryBackend as the default backend (the
 # compiler is still Emily.Compiler): Nx's expression tests build constants
@@ -30,7 +32,15 @@
 nx_dir = Path.expand("../../shared/vendor/nx-0.13.1", __DIR__)
 test_dir = Path.join(nx_dir, "test")
 
-{opts, files} = OptionParser.parse!(System.argv(), strict: [failures: :boolean, binary_default: :boolean])
+{opts, files} =
+  OptionParser.parse!(System.argv(),
+    strict: [failures: :boolean, binary_default: :boolean, trace: :boolean, skip: :keep]
+  )
+
+# A test stuck in a NIF or a long BIF cannot be interrupted by ExUnit's
+# timeout: --skip "test name" excludes it (counted as excluded) so that the
+# rest of its file runs.
+skips = Enum.map(Keyword.get_values(opts, :skip), &{:test, String.to_atom(&1)})
 
 files =
   case files do
@@ -50,6 +60,11 @@ defmodule NxSuite.Formatter do
     file = test.tags[:file]
     entry = {classify(test), "#{inspect(test.module)}: #{test.name}", message(test)}
     {:noreply, Map.update(state, file, [entry], &[entry | &1])}
+  end
+
+  def handle_cast({:test_started, %ExUnit.Test{} = test}, state) do
+    if :persistent_term.get(:nx_suite_trace, false), do: IO.puts("  running #{inspect(test.module)}: #{test.name}")
+    {:noreply, state}
   end
 
   def handle_cast(_event, state), do: {:noreply, state}
@@ -130,7 +145,7 @@ Nx.Defn.global_default_options(compiler: Emily.Compiler)
 
 ExUnit.start(
   autorun: false,
-  exclude: [:distributed],
+  exclude: [:distributed | skips],
   formatters: [],
   assert_receive_timeout: 1000,
   max_cases: 1
@@ -146,6 +161,7 @@ defmodule NxSuite.Shim do
 end
 
 :persistent_term.put(:nx_suite_formatter, formatter)
+:persistent_term.put(:nx_suite_trace, opts[:trace] || false)
 ExUnit.configure(formatters: [NxSuite.Shim])
 
 for file <- files do
