@@ -53,13 +53,16 @@ defmodule Emily.NxDoctestTest do
     {Nx.LinAlg, :solve, 2} => "rounding in the last digit: [1.0000001, -2.0000002, ...] vs [1.0, -2.0, ...]",
     {Nx.LinAlg, :svd, 2} => "rounding in the last digit: u[0][1] 1.0 vs 0.99999994",
     {Nx.LinAlg, :triangular_solve, 3} =>
-      "rounding in the last digit: -0.66666675 vs -0.6666667; inherently unsupported: the " <>
-        "singular-matrix error is raised when the lazy result is read, not by the call"
+      "inherently unsupported: the singular-matrix error is raised when the lazy result " <>
+        "is read, not by the call"
   }
 
   # `doctest` takes the excluded functions of one module as name/arity.
+  # EMILY_NX_DOCTEST_ALL=1 runs every doctest, to count what the
+  # exclusions hide.
   excluded_in = fn module ->
     for {key, _reason} <- @excluded,
+        System.get_env("EMILY_NX_DOCTEST_ALL") != "1",
         {^module, name, arity} <- [if(tuple_size(key) == 2, do: Tuple.insert_at(key, 0, Nx), else: key)],
         do: {name, arity}
   end

@@ -18,7 +18,10 @@ defmodule Emily.Backend.LinAlg do
         :conjugate -> false
       end
 
-    [a_ref, b_ref] = refs_in(out, [a, b])
+    # Substitution in f32 loses a few ulps over n steps; computed in f64 the
+    # f32 result is correctly rounded for well-conditioned systems (the
+    # solve is O(n^2), so the wider type costs little).
+    [a_ref, b_ref] = refs_in(%{out | type: widen(out.type)}, [a, b])
     a_ref = if opts[:transform_a] == :conjugate, do: conjugate(a_ref), else: a_ref
     ref = Native.triangular_solve(a_ref, b_ref, opts[:left_side], opts[:lower], transpose)
     Util.wrap(out, ref, [a, b])
@@ -92,6 +95,10 @@ defmodule Emily.Backend.LinAlg do
     high = List.duplicate(0, rank - 1) ++ [extra]
     Native.pad(signs, Native.scalar_s64(1, type), low, high, List.duplicate(0, rank))
   end
+
+  defp widen({:f, 32}), do: {:f, 64}
+  defp widen({:c, 64}), do: {:c, 128}
+  defp widen(type), do: type
 
   defp real_type({:c, 64}), do: {:f, 32}
   defp real_type({:c, 128}), do: {:f, 64}
