@@ -177,12 +177,48 @@ defmodule Emily.Compiler do
   defp fetch(key, vars, fun, opts) do
     fuse = Keyword.get(opts, :fuse, true)
     device = Keyword.get(opts, :device, :cpu)
-    cache_key = {key, fuse, device, vars_key(vars)}
 
+    if small?(key) do
+      fetch_cached({key, fuse, device, vars_key(vars)}, vars, fun, fuse, device)
+    else
+      compile(vars, fun, fuse, device)
+    end
+  end
+
+  # Nx's key is the function: a closure over a large term (an expression
+  # graph, as Nx.Defn.Graph's stages hold) is not cached, because ETS
+  # copies keys without their sharing, and a graph with shared nodes
+  # unfolds into a tree exponentially larger. A walk with a budget tells
+  # small keys from others in bounded time.
+  @key_budget 2_000
+
+  defp small?(key), do: small(key, @key_budget) >= 0
+
+  defp small(_term, budget) when budget < 0, do: budget
+
+  defp small(term, budget) when is_function(term) do
+    case Function.info(term, :env) do
+      {:env, env} -> small(env, budget - 1)
+      _ -> budget - 1
+    end
+  end
+
+  defp small([head | tail], budget), do: small(tail, small(head, budget - 1))
+
+  defp small(tuple, budget) when is_tuple(tuple),
+    do: small(Tuple.to_list(tuple), budget - 1)
+
+  defp small(map, budget) when is_map(map), do: small(Map.to_list(map), budget - 1)
+
+  defp small(binary, budget) when is_binary(binary), do: budget - div(byte_size(binary), 64) - 1
+  defp small(_other, budget), do: budget - 1
+
+  defp fetch_cached(cache_key, vars, fun, fuse, device) do
     case lookup(cache_key) do
       nil ->
         :ets.update_counter(@table, :stats, {3, 1})
         entry = compile(vars, fun, fuse, device)
+
         row = {cache_key, entry, :erlang.unique_integer([:monotonic, :positive]), 0}
         if :ets.insert_new(@table, row), do: evict()
         entry

@@ -29,6 +29,13 @@ defmodule Emily.Telemetry do
       and after simplification), `:fused_kernels`, `:constants` (captured
       arrays), `:arity` and `:signature` (the arguments' structure, shapes
       and types; the cache key).
+    * `[:emily, :defn, :compile]` — emitted when `Emily.Compiler` (the
+      `Nx.Defn.Compiler`) compiles an expression (a cache miss).
+      Measurement `:duration` (native time units: building the expression,
+      lowering it and building the program). Metadata `:mode` (`:program`,
+      or `:evaluator` when the expression cannot be one program, with
+      `:reason`), `:arity` (tensor arguments), and for programs
+      `:nodes_before`, `:nodes_after`, `:fused_kernels` and `:hooks`.
     * `[:emily, :program, :run, :start | :stop | :exception]` — a span
       around each call of a jitted function after its program is found or
       built: the replay, which builds the lazy graph on the new arguments

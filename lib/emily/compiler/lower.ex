@@ -283,7 +283,7 @@ defmodule Emily.Compiler.Lower do
   # The condition and the body become programs of their own (on placeholders
   # for the loop state, capturing what they close over), and the loop one
   # lazy engine op that replays them while the condition holds.
-  defp lower_while(initial, arg, pred, block, ctx, acc) do
+  defp lower_while(initial, _arg, pred, block, ctx, acc) do
     {initial, acc} = composite_eval(initial, ctx, acc)
     state = Composite.flatten_list([initial])
     refs = Enum.map(state, & &1.data.ref)
@@ -292,14 +292,12 @@ defmodule Emily.Compiler.Lower do
 
     cond_program =
       sub_program(state, device, ctx.fuse, fn params ->
-        params = arg_params(arg, params)
         {pred, _} = eval(pred, %{sub | params: params}, %{memo: %{}, hooks: []})
         [pred.data.ref]
       end)
 
     body_program =
       sub_program(state, device, ctx.fuse, fn params ->
-        params = arg_params(arg, params)
         {next, _} = composite_eval(block, %{sub | params: params}, %{memo: %{}, hooks: []})
         next |> List.wrap() |> Composite.flatten_list() |> Enum.map(& &1.data.ref)
       end)
@@ -314,9 +312,6 @@ defmodule Emily.Compiler.Lower do
     {result, acc}
   end
 
-  # The loop's parameters are numbered from 0 in the order of `arg`'s leaves.
-  defp arg_params(_arg, params), do: List.to_tuple(params)
-
   defp sub_program(state, device, fuse, fun) do
     placeholders =
       Enum.map(state, fn %T{type: type, shape: shape} ->
@@ -326,7 +321,9 @@ defmodule Emily.Compiler.Lower do
     params =
       Enum.zip_with(state, placeholders, fn t, ref -> %{t | data: %Emily.Backend{ref: ref}} end)
 
-    outputs = fun.(params)
+    # The loop's parameters are numbered from 0 in the order of the state's
+    # leaves (Nx builds them so; the Evaluator relies on it too).
+    outputs = fun.(List.to_tuple(params))
     Emily.Native.program_new(placeholders, outputs, fuse, true)
   end
 

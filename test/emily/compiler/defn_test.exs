@@ -102,6 +102,7 @@ end
 
 defmodule Emily.Compiler.DefnTest do
   use ExUnit.Case, async: false
+  doctest Emily.Compiler
 
   alias Emily.Compiler.DefnTest.Fns
 
