@@ -13,13 +13,7 @@ defmodule Emily.Backend.Reduction do
 
   for {callback, engine_op} <- @reductions do
     def unquote(callback)(out, tensor, opts) do
-      ref =
-        Native.unquote(engine_op)(
-          Util.ref_as(tensor, out.type),
-          opts[:axes],
-          opts[:keep_axes] || false
-        )
-
+      ref = Native.unquote(engine_op)(Util.ref_as(tensor, out.type), opts[:axes], opts[:keep_axes] || false)
       Util.wrap(out, ref, [tensor])
     end
   end
@@ -35,16 +29,7 @@ defmodule Emily.Backend.Reduction do
   for op <- [:argmax, :argmin] do
     def unquote(op)(out, tensor, opts) do
       tie_high = opts[:tie_break] == :high
-
-      ref =
-        Native.unquote(op)(
-          Util.ref(tensor),
-          opts[:axis],
-          opts[:keep_axis] || false,
-          tie_high,
-          out.type
-        )
-
+      ref = Native.unquote(op)(Util.ref(tensor), opts[:axis], opts[:keep_axis] || false, tie_high, out.type)
       Util.wrap(out, ref, [tensor])
     end
   end
@@ -53,17 +38,7 @@ defmodule Emily.Backend.Reduction do
   def dot(out, left, contract_left, batch_left, right, contract_right, batch_right) do
     [l, r] = Util.refs([left, right])
     type = out.type
-
-    ref =
-      Native.dot(
-        Util.cast(l, type),
-        Util.cast(r, type),
-        contract_left,
-        contract_right,
-        batch_left,
-        batch_right
-      )
-
+    ref = Native.dot(Util.cast(l, type), Util.cast(r, type), contract_left, contract_right, batch_left, batch_right)
     # Scanned for NaN/Inf when Emily is compiled with :debug_detect_nan_inf.
     Util.wrap(out, Emily.check_finite(:dot, ref), [left, right])
   end
@@ -91,10 +66,7 @@ defmodule Emily.Backend.Reduction do
 
     result =
       Enum.reduce(0..(reduced_size - 1)//1, start, fn i, acc ->
-        column =
-          Nx.slice_along_axis(columns, i, 1, axis: length(kept_dims))
-          |> Nx.squeeze(axes: [length(kept_dims)])
-
+        column = Nx.slice_along_axis(columns, i, 1, axis: length(kept_dims)) |> Nx.squeeze(axes: [length(kept_dims)])
         fun.(column, acc) |> Nx.as_type(out.type)
       end)
 

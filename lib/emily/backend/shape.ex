@@ -8,18 +8,14 @@ defmodule Emily.Backend.Shape do
   alias Emily.Backend.Util
   alias Emily.Native
 
-  def reshape(out, tensor),
-    do: Util.wrap(out, Native.reshape(Util.ref(tensor), Util.dims(out.shape)), [tensor])
+  def reshape(out, tensor), do: Util.wrap(out, Native.reshape(Util.ref(tensor), Util.dims(out.shape)), [tensor])
 
   def squeeze(out, tensor, _axes), do: reshape(out, tensor)
 
-  def transpose(out, tensor, axes),
-    do: Util.wrap(out, Native.transpose(Util.ref(tensor), axes), [tensor])
+  def transpose(out, tensor, axes), do: Util.wrap(out, Native.transpose(Util.ref(tensor), axes), [tensor])
 
   def reverse(out, tensor, []), do: Util.wrap(out, Util.ref(tensor), [tensor])
-
-  def reverse(out, tensor, axes),
-    do: Util.wrap(out, Native.reverse(Util.ref(tensor), axes), [tensor])
+  def reverse(out, tensor, axes), do: Util.wrap(out, Native.reverse(Util.ref(tensor), axes), [tensor])
 
   @doc """
   `Nx.broadcast/3`: the input's axis i becomes the output's axis
@@ -39,10 +35,7 @@ defmodule Emily.Backend.Shape do
     [t, v] = Util.refs([tensor, pad_value])
     {low, high, interior} = unzip3(config)
     type = out.type
-
-    Util.wrap(out, Native.pad(Util.cast(t, type), Util.cast(v, type), low, high, interior), [
-      tensor
-    ])
+    Util.wrap(out, Native.pad(Util.cast(t, type), Util.cast(v, type), low, high, interior), [tensor])
   end
 
   @doc """
@@ -128,7 +121,6 @@ defmodule Emily.Backend.Shape do
   end
 
   defp unzip3(triples) do
-    {Enum.map(triples, &elem(&1, 0)), Enum.map(triples, &elem(&1, 1)),
-     Enum.map(triples, &elem(&1, 2))}
+    {Enum.map(triples, &elem(&1, 0)), Enum.map(triples, &elem(&1, 1)), Enum.map(triples, &elem(&1, 2))}
   end
 end
