@@ -4,8 +4,6 @@ defmodule Emily.Backend.AdvancedTest do
   # LinAlg.least_squares/3. Their doctests run in the modules' own test files.
   use ExUnit.Case, async: true
 
-  import EmilyTest.Helpers, only: [wrap: 1]
-
   setup do
     Nx.default_backend(Emily.Backend)
     :ok
@@ -14,8 +12,6 @@ defmodule Emily.Backend.AdvancedTest do
   alias EmilyTest.Numpy
 
   defp t(list, opts \\ []), do: Nx.tensor(list, opts)
-  defp nx(text), do: String.replace(String.trim(text), "#Nx.Tensor<", "#Nx.Tensor<")
-  defp assert_prints(tensor, text), do: assert(inspect(tensor) == nx(text))
 
   defp close?(a, b, tol) when is_number(a) and is_number(b),
     do: abs(a - b) <= tol * (1 + abs(b))

@@ -1,8 +1,6 @@
 defmodule Emily.Backend.FFTTest do
   use ExUnit.Case, async: true
 
-  import EmilyTest.Helpers, only: [wrap: 1]
-
   setup do
     Nx.default_backend(Emily.Backend)
     :ok

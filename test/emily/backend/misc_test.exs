@@ -2,8 +2,6 @@ defmodule Emily.Backend.MiscTest do
   # Small fixes that came with the Nx leftovers (issue #4).
   use ExUnit.Case, async: true
 
-  import EmilyTest.Helpers, only: [wrap: 1]
-
   setup do
     Nx.default_backend(Emily.Backend)
     :ok

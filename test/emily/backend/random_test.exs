@@ -86,8 +86,6 @@ defmodule Emily.Backend.RandomTest do
   defp max_for(v, type) when type in [:u8, :u16, :u32, :u64], do: max(v, 0)
   defp max_for(v, _), do: v
 
-  defp c(re, im), do: Complex.new(re, im)
-
   defp hash({k0, k1}, {x0, x1}) do
     key = Nx.tensor([k0, k1], type: :u32)
     counters = Nx.tensor([x0, x1], type: :u32)

@@ -11,15 +11,10 @@ defmodule Emily.Backend.ReductionTest do
   alias Emily.Native
 
   defp t(list, opts \\ []), do: Nx.tensor(list, opts)
-  defp show(tensor), do: inspect(tensor)
 
   # to_list for tensors, to_number for scalars (Nx's to_list refuses scalars).
   defp val(%Nx.Tensor{shape: {}} = x), do: Nx.to_number(x)
   defp val(x), do: Nx.to_list(x)
-
-  defp nx(text), do: String.replace(String.trim(text), "#Nx.Tensor<", "#Nx.Tensor<")
-
-  defp assert_prints(tensor, text), do: assert(show(tensor) == nx(text))
 
   # ---------------------------------------------------------------------------
   # Nx's documented examples

@@ -1,8 +1,6 @@
 defmodule Emily.Backend.ShapeOpsTest do
   use ExUnit.Case, async: true
 
-  import EmilyTest.Helpers, only: [wrap: 1]
-
   setup do
     Nx.default_backend(Emily.Backend)
     :ok
@@ -28,9 +26,6 @@ defmodule Emily.Backend.ShapeOpsTest do
     {:c, 64},
     {:c, 128}
   ]
-
-  defp printed(t), do: inspect(t)
-  defp expect(text), do: "#Nx.Tensor<\n" <> text <> ">"
 
   # A transposed view holding `list` (a 2-D list): the data lives
   # transposed in memory, so every op sees non-unit strides.

@@ -31,7 +31,6 @@ defmodule Emily.Backend.TransferTest do
   ]
 
   # These tests run where no GPU is usable (CI has none).
-  @gpu_message ~r/device :gpu: the CUDA backend is not available/
 
   # Random bytes of `count` elements of `type` as a tensor of `shape`. Float
   # types get finite values (random bits would hold NaNs, whose payloads
