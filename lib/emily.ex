@@ -233,7 +233,7 @@ defmodule Emily do
     raise ArgumentError, "async_eval: expected a list of tensors, got: #{inspect(other)}"
   end
 
-  # ---- checked entry points for Emily.Tensor ---------------------------------
+  # ---- checked entry points for Emily.Backend (see the debug flags above) ---
   #
   # The ops that the debug flags cover. With a flag off, its `if` is removed
   # at compile time and the function is a plain call to Emily.Native.

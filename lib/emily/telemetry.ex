@@ -22,25 +22,11 @@ defmodule Emily.Telemetry do
       event adds `:byte_size`.
     * `[:emily, :memory, :stats]` — emitted by `Emily.Memory.stats/0`, with
       measurements `:active`, `:peak` and `:cache` (bytes).
-    * `[:emily, :compiler, :trace]` — emitted when `Emily.Tensor.Compiler.jit/2`
-      traces a function into a program (a cache miss). Measurement
-      `:duration` (native time units: tracing, simplifying and building the
-      program). Metadata `:nodes_before` and `:nodes_after` (op nodes before
-      and after simplification), `:fused_kernels`, `:constants` (captured
-      arrays), `:arity` and `:signature` (the arguments' structure, shapes
-      and types; the cache key).
-    * `[:emily, :defn, :compile]` — emitted when `Emily.Compiler` (the
-      `Nx.Defn.Compiler`) compiles an expression (a cache miss).
-      Measurement `:duration` (native time units: building the expression,
-      lowering it and building the program). Metadata `:mode` (`:program`,
-      or `:evaluator` when the expression cannot be one program, with
-      `:reason`), `:arity` (tensor arguments), and for programs
-      `:nodes_before`, `:nodes_after`, `:fused_kernels` and `:hooks`.
-    * `[:emily, :program, :run, :start | :stop | :exception]` — a span
-      around each call of a jitted function after its program is found or
-      built: the replay, which builds the lazy graph on the new arguments
-      (evaluation happens later, when results are read). Metadata
-      `:signature`.
+    * `[:emily, :defn, :compile]` — emitted when `Emily.Compiler` compiles
+      a `defn` function (a cache miss). Measurement `:duration` (native time
+      units). Metadata `:mode` (`:program`, or `:evaluator` with a
+      `:reason`), `:arity` and, for programs, `:nodes_before`,
+      `:nodes_after`, `:fused_kernels` and `:hooks`.
 
   Spans measure as `:telemetry.span/3` does: `:start` has `:monotonic_time`
   and `:system_time`; `:stop` and `:exception` have `:duration` and

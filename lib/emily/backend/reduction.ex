@@ -39,7 +39,8 @@ defmodule Emily.Backend.Reduction do
     [l, r] = Util.refs([left, right])
     type = out.type
     ref = Native.dot(Util.cast(l, type), Util.cast(r, type), contract_left, contract_right, batch_left, batch_right)
-    Util.wrap(out, ref, [left, right])
+    # Scanned for NaN/Inf when Emily is compiled with :debug_detect_nan_inf.
+    Util.wrap(out, Emily.check_finite(:dot, ref), [left, right])
   end
 
   @doc """

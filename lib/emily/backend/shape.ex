@@ -47,6 +47,12 @@ defmodule Emily.Backend.Shape do
 
     ref =
       if Enum.all?(starts, &is_integer/1) do
+        # Nx clamps start indices so the slice fits, as for dynamic starts.
+        starts =
+          Enum.zip_with([starts, lengths, Util.dims(tensor.shape)], fn [st, len, d] ->
+            st |> max(0) |> min(d - len)
+          end)
+
         stops = Enum.zip_with(starts, lengths, &(&1 + &2))
         Native.slice(ref, starts, stops, strides)
       else

@@ -1,9 +1,10 @@
-defmodule Emily.Tensor.ConvTest do
+defmodule Emily.Backend.ConvTest do
   use ExUnit.Case, async: true
 
-  alias Emily.Tensor, as: T
-
-  doctest Emily.Tensor.Conv
+  setup do
+    Nx.default_backend(Emily.Backend)
+    :ok
+  end
 
   # float64 direct convolution with Nx semantics (loop over kernel offsets,
   # einsum over channels).
@@ -32,7 +33,7 @@ defmodule Emily.Tensor.ConvTest do
       return out
   """
 
-  defp flat(t), do: T.to_flat_list(t)
+  defp flat(t), do: Nx.to_flat_list(t)
 
   defp close?(got, want, tol) do
     length(got) == length(want) and
@@ -108,8 +109,8 @@ defmodule Emily.Tensor.ConvTest do
 
     for c <- cases, type <- [:f32, :f64] do
       {want_shape, want} = results["c#{c.i}"]
-      x = T.tensor(c.x, type: type) |> T.reshape(List.to_tuple(c.x_shape))
-      k = T.tensor(c.k, type: type) |> T.reshape(List.to_tuple(c.k_shape))
+      x = Nx.tensor(c.x, type: type) |> Nx.reshape(List.to_tuple(c.x_shape))
+      k = Nx.tensor(c.k, type: type) |> Nx.reshape(List.to_tuple(c.k_shape))
 
       opts = [
         strides: c.strides,
@@ -120,9 +121,9 @@ defmodule Emily.Tensor.ConvTest do
         batch_group_size: c.bg
       ]
 
-      got = T.conv(x, k, opts)
+      got = Nx.conv(x, k, opts)
       assert got.shape == want_shape, inspect(c)
-      assert got.type == Emily.Tensor.Type.normalize!(type)
+      assert got.type == Nx.Type.normalize!(type)
       tol = if type == :f32, do: 1.0e-4, else: 1.0e-10
       assert close?(flat(got), want, tol), inspect(c)
 
@@ -130,10 +131,10 @@ defmodule Emily.Tensor.ConvTest do
       rank = length(c.x_shape)
       perm = [0, rank - 1 | Enum.to_list(1..(rank - 2))]
       inv = perm |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
-      x_last = T.transpose(x, axes: inv)
-      got2 = T.conv(x_last, k, opts ++ [input_permutation: perm, output_permutation: perm])
-      assert got2.shape == T.transpose(got, axes: inv).shape
-      assert close?(flat(T.transpose(got2, axes: perm)), want, tol)
+      x_last = Nx.transpose(x, axes: inv)
+      got2 = Nx.conv(x_last, k, opts ++ [input_permutation: perm, output_permutation: perm])
+      assert got2.shape == Nx.transpose(got, axes: inv).shape
+      assert close?(flat(Nx.transpose(got2, axes: perm)), want, tol)
     end
   end
 
@@ -149,62 +150,62 @@ defmodule Emily.Tensor.ConvTest do
         """
 
     r = EmilyTest.Numpy.run(code, x: {x, {2, 3, 7, 6}}, k: {k, {4, 3, 3, 2}})
-    xt = T.tensor(x, type: :f64) |> T.reshape({2, 3, 7, 6})
-    kt = T.tensor(k, type: :f64) |> T.reshape({4, 3, 3, 2})
-    a = T.conv(xt, kt, padding: :same, kernel_dilation: [2, 1])
+    xt = Nx.tensor(x, type: :f64) |> Nx.reshape({2, 3, 7, 6})
+    kt = Nx.tensor(k, type: :f64) |> Nx.reshape({4, 3, 3, 2})
+    a = Nx.conv(xt, kt, padding: :same, kernel_dilation: [2, 1])
     assert a.shape == {2, 4, 7, 6}
     assert close?(flat(a), elem(r["a"], 1), 1.0e-10)
-    b = T.conv(xt, kt, padding: :same, strides: [2, 3])
+    b = Nx.conv(xt, kt, padding: :same, strides: [2, 3])
     assert b.shape == elem(r["b"], 0)
     assert close?(flat(b), elem(r["b"], 1), 1.0e-10)
   end
 
   test "types: integers give f32, halves and complex keep their type" do
-    x = T.iota({1, 2, 4}) |> T.as_type(:s32)
-    k = T.tensor([[[1, -1], [2, 0]]])
-    out = T.conv(x, k)
+    x = Nx.iota({1, 2, 4}) |> Nx.as_type(:s32)
+    k = Nx.tensor([[[1, -1], [2, 0]]])
+    out = Nx.conv(x, k)
     assert out.type == {:f, 32}
     # x = [[0,1,2,3],[4,5,6,7]]; out[j] = x0[j] - x0[j+1] + 2*x1[j]
     assert flat(out) == [7.0, 9.0, 11.0]
 
     for type <- [:f16, :bf16] do
-      out = T.conv(T.as_type(x, type), k)
-      assert out.type == Emily.Tensor.Type.normalize!(type)
+      out = Nx.conv(Nx.as_type(x, type), k)
+      assert out.type == Nx.Type.normalize!(type)
       assert flat(out) == [7.0, 9.0, 11.0]
     end
 
-    z = T.tensor([[[Emily.Complex.new(1.0, 1.0), Emily.Complex.new(0.0, 2.0)]]])
-    kz = T.tensor([[[Emily.Complex.new(0.0, 1.0)]]])
-    out = T.conv(z, kz)
+    z = Nx.tensor([[[Complex.new(1.0, 1.0), Complex.new(0.0, 2.0)]]])
+    kz = Nx.tensor([[[Complex.new(0.0, 1.0)]]])
+    out = Nx.conv(z, kz)
     assert out.type == {:c, 64}
     # no conjugation: (1+i)*i = -1+i, 2i*i = -2
-    assert flat(out) == [Emily.Complex.new(-1.0, 1.0), Emily.Complex.new(-2.0, 0.0)]
-    assert T.conv(T.as_type(x, :f32), T.as_type(k, :f64)).type == {:f, 64}
+    assert flat(out) == [Complex.new(-1.0, 1.0), Complex.new(-2.0, 0.0)]
+    assert Nx.conv(Nx.as_type(x, :f32), Nx.as_type(k, :f64)).type == {:f, 64}
   end
 
   test "kernel permutation" do
-    x = T.iota({1, 2, 5}, type: :f32)
-    k = T.iota({3, 2, 2}, type: :f32)
+    x = Nx.iota({1, 2, 5}, type: :f32)
+    k = Nx.iota({3, 2, 2}, type: :f32)
     # kernel stored as {k, in, out}
-    k_perm = T.transpose(k, axes: [2, 1, 0])
-    want = T.conv(x, k) |> flat()
-    assert T.conv(x, k_perm, kernel_permutation: [2, 1, 0]) |> flat() == want
+    k_perm = Nx.transpose(k, axes: [2, 1, 0])
+    want = Nx.conv(x, k) |> flat()
+    assert Nx.conv(x, k_perm, kernel_permutation: [2, 1, 0]) |> flat() == want
   end
 
   test "errors" do
-    x = T.iota({1, 4, 5}, type: :f32)
-    k = T.iota({2, 3, 2}, type: :f32)
-    assert_raise ArgumentError, ~r/input channels/, fn -> T.conv(x, k) end
-    assert_raise ArgumentError, ~r/at least rank 3/, fn -> T.conv(T.iota({4, 5}), k) end
-    assert_raise ArgumentError, ~r/unknown keys/, fn -> T.conv(x, k, groups: 2) end
-    k4 = T.iota({2, 4, 2}, type: :f32)
-    assert_raise ArgumentError, ~r/empty tensor/, fn -> T.conv(x, k4, kernel_dilation: 5) end
-    assert_raise ArgumentError, ~r/rank of strides/, fn -> T.conv(x, k4, strides: [1, 1]) end
+    x = Nx.iota({1, 4, 5}, type: :f32)
+    k = Nx.iota({2, 3, 2}, type: :f32)
+    assert_raise ArgumentError, ~r/input channels/, fn -> Nx.conv(x, k) end
+    assert_raise ArgumentError, ~r/at least rank 3/, fn -> Nx.conv(Nx.iota({4, 5}), k) end
+    assert_raise ArgumentError, ~r/unknown key/, fn -> Nx.conv(x, k, groups: 2) end
+    k4 = Nx.iota({2, 4, 2}, type: :f32)
+    assert_raise ArgumentError, ~r/empty tensor/, fn -> Nx.conv(x, k4, kernel_dilation: 5) end
+    assert_raise ArgumentError, ~r/rank of strides/, fn -> Nx.conv(x, k4, strides: [1, 1]) end
 
     assert_raise ArgumentError, ~r/either batch groups/, fn ->
-      T.conv(x, k4, feature_group_size: 2, batch_group_size: 2)
+      Nx.conv(x, k4, feature_group_size: 2, batch_group_size: 2)
     end
 
-    assert_raise ArgumentError, ~r/padding/, fn -> T.conv(x, k4, padding: [{1, 1}, {0, 0}]) end
+    assert_raise ArgumentError, ~r/padding/, fn -> Nx.conv(x, k4, padding: [{1, 1}, {0, 0}]) end
   end
 end
