@@ -1152,3 +1152,31 @@ EM_TEST(elementwise_erf_f32_special_values) {
     em_array_release(r);
     em_array_release(a);
 }
+
+/* f64 cbrt is exact on exact cubes and correctly rounded on 2 (glibc alone
+ * gives 3.0000000000000004 for 27 and 1.2599210498948734 for 2); zeros,
+ * infinities and NaN pass through with their signs. */
+EM_TEST(elementwise_cbrt_f64_exact_cubes) {
+    enum { N = 1000 };
+    double *x = malloc(sizeof(double) * N);
+    double *got = malloc(sizeof(double) * N);
+    for (int k = 0; k < N; k++)
+        x[k] = (k % 2 ? -1.0 : 1.0) * (double)(k + 1) * (k + 1) * (k + 1);
+    em_array *a = vec(x, N, EM_F64);
+    em_array *r = un(EM_UNARY_cbrt, a);
+    t_read_f64(r, got, N);
+    for (int k = 0; k < N; k++)
+        if (got[k] != (k % 2 ? -1.0 : 1.0) * (k + 1))
+            em_test_fail(__FILE__, __LINE__, "cbrt(%.17g) = %.17g", x[k], got[k]);
+    em_array_release(r);
+    em_array_release(a);
+    free(x);
+    free(got);
+
+    const double special[] = {2.0, 0.0, -0.0, INFINITY, -INFINITY, NAN};
+    a = vec(special, N_OF(special), EM_F64);
+    r = un(EM_UNARY_cbrt, a);
+    EXPECT_VALUES(r, 1.2599210498948732, 0.0, -0.0, INFINITY, -INFINITY, NAN);
+    em_array_release(r);
+    em_array_release(a);
+}

@@ -247,6 +247,23 @@ static inline __attribute__((always_inline)) float un_erfcf(float x) {
     return un_blendf(un_mask(a < 0.5f), 1.0f - un_erf_smallf(x), big);
 }
 
+/* glibc's double cbrt is off by 1 ulp for about half of all inputs, exact
+ * cubes included (cbrt(27) = 3.0000000000000004). One Newton step on
+ * y^3 - x, with the residual computed exactly through fma (y^3 = y3 + the
+ * error terms, and y3 - x is exact since y3 is close to x), gives the
+ * correctly rounded root but for rare near-halfway cases. Zero, infinities,
+ * NaN and a step that overflows keep libm's value. (cbrtf is exact enough:
+ * glibc computes it in double.) */
+static inline double un_cbrt(double x) {
+    double y = cbrt(x);
+    if (y == 0.0 || !isfinite(y))
+        return y;
+    double y2 = y * y, e2 = fma(y, y, -y2);
+    double y3 = y2 * y, e3 = fma(y2, y, -y3);
+    double z = y - ((y3 - x) + (e3 + e2 * y)) / (3.0 * y2);
+    return isfinite(z) ? z : y;
+}
+
 /* log(q) for a positive normal float q (other inputs give garbage, without
  * undefined behaviour): q = 2^e m with m in [sqrt(1/2), sqrt(2)), read from
  * the bits, and log(m) = f + f^2 R(f) with f = m - 1 (exact). */
@@ -450,7 +467,7 @@ static inline int un_clz64(uint64_t u, int bits) {
 #define UN_CPX_asinh(x) UN_CF(casinh, x)
 #define UN_FLT_atanh(x) UN_RF(atanh, x)
 #define UN_CPX_atanh(x) UN_CF(catanh, x)
-#define UN_FLT_cbrt(x) UN_RF(cbrt, x)
+#define UN_FLT_cbrt(x) _Generic((x), float : cbrtf, default : un_cbrt)(x)
 #define UN_CPX_cbrt(x) UN_CCBRT(x)
 #define UN_FLT_erfc(x) _Generic((x), float : un_erfcf, default : erfc)(x)
 #define UN_FLT_erf_inv(x)                                                      \
