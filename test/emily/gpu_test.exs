@@ -115,6 +115,35 @@ defmodule Emily.GPUTest do
       end)
     end
 
+    test "keys and samples follow a GPU default backend (as Nx.Random.key does)" do
+      draw = fn ->
+        key = T.Random.key(42)
+        {normal, key2} = T.Random.normal(key, shape: {4, 5})
+        {uniform, _} = T.Random.uniform(key2, shape: {4, 5})
+        {ints, _} = T.Random.randint(key, 0, 10, shape: {3, 3})
+        {shuffled, _} = T.Random.shuffle(key, T.iota({6}))
+        {picked, _} = T.Random.choice(key, T.iota({6}), samples: 3, replace: false)
+        # beside tensors created on the same default backend
+        [key, key2, normal, uniform, ints, shuffled, picked, T.add(normal, T.iota({4, 5}))]
+      end
+
+      on_cpu = draw.()
+      previous = T.global_default_backend(@gpu)
+
+      on_gpu =
+        try do
+          draw.()
+        after
+          T.global_default_backend(previous)
+        end
+
+      Enum.zip(on_gpu, on_cpu)
+      |> Enum.each(fn {g, c} ->
+        assert T.device(g) == {:gpu, 0}
+        assert T.to_binary(T.to_device(g, :cpu)) == T.to_binary(c)
+      end)
+    end
+
     test "random numbers are the CPU's bits" do
       key = T.Random.key(42)
       cpu = T.Random.normal_split(key, shape: {1000})

@@ -39,6 +39,10 @@ defmodule Emily.Tensor.Random do
   Creates a pseudo-random number generator (PRNG) key from an integer seed
   (or a u64/s64 tensor): `[seed >>> 32, seed &&& 0xFFFFFFFF]` as u32.
 
+  A key from an integer is created on the default backend's device (as
+  `Nx.Random.key/1` does), one from a tensor on that tensor's device; the
+  samples drawn with a key are on the key's device.
+
   ## Examples
 
       iex> Emily.Tensor.Random.key(12)
@@ -54,9 +58,10 @@ defmodule Emily.Tensor.Random do
       >
   """
   def key(seed) when is_integer(seed) do
+    device = Core.device_for([])
     seed = seed &&& 0xFFFFFFFFFFFFFFFF
     bin = <<seed >>> 32::32-native, seed &&& 0xFFFFFFFF::32-native>>
-    Core.wrap(Native.from_binary(bin, [2], {:u, 32}))
+    Core.wrap(Native.from_binary(bin, [2], {:u, 32})) |> Core.place(device)
   end
 
   def key(%Emily.Tensor{type: type} = seed) when type in [{:u, 64}, {:s, 64}] do
@@ -227,6 +232,7 @@ defmodule Emily.Tensor.Random do
       Native.subtract(Core.cast(max_t, diff_type).ref, Core.cast(min_t, diff_type).ref)
       |> Native.as_type(utype)
       |> Native.broadcast_to(dims)
+      |> on_device_of(key)
 
     span64 = Native.as_type(span, {:u, 64})
 
@@ -244,7 +250,7 @@ defmodule Emily.Tensor.Random do
     sum_type = Type.merge(min_t.type, {:u, 64})
 
     Native.add(
-      Native.broadcast_to(Core.cast(min_t, sum_type).ref, dims),
+      Native.broadcast_to(Core.cast(min_t, sum_type).ref, dims) |> on_device_of(key),
       Native.as_type(offset, sum_type)
     )
     |> Native.as_type(type)
@@ -634,7 +640,7 @@ defmodule Emily.Tensor.Random do
       {Core.wrap(out), key}
     else
       n = elem(t.shape, axis)
-      {idx, key} = sort_shuffle(key, Native.iota([n], 0, {:s, 32}), 0)
+      {idx, key} = sort_shuffle(key, Native.iota([n], 0, {:s, 32}) |> on_device_of(key), 0)
       {Core.wrap(Emily.take(t.ref, idx, axis)), key}
     end
   end
@@ -813,6 +819,13 @@ defmodule Emily.Tensor.Random do
 
   defp key!(other),
     do: raise(ArgumentError, "expected a key tensor (u32[2]), got: #{inspect(other)}")
+
+  # `ref`, built from numbers only (so on the engine's default device, the
+  # CPU), moved to the device of `like` (the key).
+  defp on_device_of(ref, %Emily.Tensor{ref: like}) do
+    device = Native.array_device(like)
+    if Native.array_device(ref) == device, do: ref, else: Native.to_device(ref, device)
+  end
 
   # {keys[0], keys[1]} of split(key).
   defp split2(key) do

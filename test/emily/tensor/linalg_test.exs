@@ -301,6 +301,9 @@ defmodule Emily.Tensor.LinAlgTest do
       end
 
       assert_all_close(LinAlg.least_squares(t([[1, 2], [2, 3]]), t([1, 2])), [1.0, 0.0], 1.0e-5)
+      # Underdetermined: the minimum-norm solution (the doctest shows it scaled by 18).
+      assert_all_close(LinAlg.least_squares(t([[1, 2, 3], [4, 5, 6]]), t([1, 2])),
+                       [-1 / 18, 2 / 18, 5 / 18], 1.0e-5)
       assert_all_close(LinAlg.least_squares(t([[0, 1], [1, 1], [2, 1], [3, 1]]), t([-1, 0.2, 0.9, 2.1])),
                        [1.0, -0.95], 1.0e-5)
 

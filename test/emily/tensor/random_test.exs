@@ -9,6 +9,36 @@ defmodule Emily.Tensor.RandomTest do
 
   defp t(list, opts \\ []), do: T.tensor(list, opts)
 
+  describe "devices" do
+    test "a key from an integer is created on the default backend's device" do
+      T.with_default_backend({Emily.Tensor, device: :cpu}, fn ->
+        assert T.device(R.key(7)) == :cpu
+      end)
+
+      # key/1 asks the default backend as T.tensor/1 does: without a GPU it
+      # raises instead of quietly making a CPU key (test/emily/gpu_test.exs
+      # draws samples under a GPU default where a GPU exists).
+      T.with_default_backend({Emily.Tensor, device: :gpu}, fn ->
+        case Emily.Device.available(:gpu) do
+          :ok ->
+            assert T.device(R.key(7)) == {:gpu, 0}
+
+          {:error, _} ->
+            assert_raise ArgumentError, ~r/Emily.Tensor: device :gpu: the CUDA backend is not available/, fn ->
+              R.key(7)
+            end
+        end
+      end)
+    end
+
+    test "a key from a tensor, and the samples, stay on its device" do
+      key = R.key(T.tensor(12, type: :u64))
+      assert T.device(key) == :cpu
+      {sample, key2} = R.normal(key, shape: {3})
+      assert T.device(sample) == :cpu and T.device(key2) == :cpu
+    end
+  end
+
   # Values are compared exactly: the f32/f16 values Nx documents are the
   # decimal expansions of the stored floats.
   describe "Nx examples (bit for bit)" do
