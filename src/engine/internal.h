@@ -400,10 +400,10 @@ void em__parallel_units(int64_t nunits, int64_t work, em_range_fn fn,
 #define EM_TARGET_CLONES
 #endif
 
-/* EM_TARGET_CLONES for the contiguous loops of dot and reduce. GCC at -O2
- * only vectorises loops without a scalar epilogue or alias check (its "very
- * cheap" cost model); the dynamic model lets it vectorise these. Clang
- * vectorises at -O2. */
+/* EM_TARGET_CLONES for the hot contiguous loops (elementwise kernels, dot,
+ * reduce). GCC at -O2 only vectorises loops without a scalar epilogue or
+ * alias check (its "very cheap" cost model); the dynamic model lets it
+ * vectorise these. Clang vectorises at -O2. */
 #if !defined(__x86_64__)
 #define EM_CLONES
 #elif defined(__clang__)

@@ -553,7 +553,7 @@ static inline int un_clz64(uint64_t u, int bits) {
 #define UN_CASE_CPX(name, accepts) EM_EW_CPX_##accepts(UN_CASE(CPX, name))
 
 #define UN_DEFINE_KERNEL(cls, E, sfx, S, C)                                    \
-    EM_EW_HOT static void un_kernel_##sfx(int op, void *out,                   \
+    EM_CLONES static void un_kernel_##sfx(int op, void *out,                   \
                                           const void *const *in, int64_t n) {  \
         EM_EW_DTYPE_SCOPE(E, sfx, S, C);                                       \
         const ew_stor *a = in[0];                                              \
