@@ -3,18 +3,29 @@
 #   make              engine + NIF (priv/emily_nif.so)
 #   make test-c       C tests (hand-computed values) + numpy oracle tests
 #   make asan         C tests under AddressSanitizer and UBSan
+#   make SIMD=baseline  everything with only the baseline clone of the hot
+#                     loops (no AVX2/AVX-512 dispatch), in build/baseline
 #
 # The Mix compiler (lib/mix/tasks/compile.emily_nif.ex) runs `make nif` and
 # passes ERL_INCLUDE; run standalone, it is asked from `erl`.
 
 CC ?= cc
+# SIMD=baseline: compile the hot loops for the baseline x86-64 only (see
+# EM_TARGET_CLONES in src/engine/internal.h), into a build dir of its own.
+SIMD ?=
+ifeq ($(SIMD),baseline)
+BUILD ?= build/baseline
+SIMD_FLAGS := -DEM_SIMD_BASELINE
+else ifneq ($(SIMD),)
+$(error SIMD must be empty or "baseline", got "$(SIMD)")
+endif
 BUILD ?= build
 OPT ?= -O2
 WARN := -Wall -Wextra -Wno-unused-parameter
 # No errno or FP-flag reads anywhere: let the vectoriser treat math as pure.
 CFLAGS_COMMON := -std=gnu11 $(OPT) -g -fPIC -fno-math-errno -fno-trapping-math $(WARN) \
                  -Iinclude -Isrc/engine -I/usr/include/x86_64-linux-gnu/openblas-pthread \
-                 -pthread $(EXTRA_CFLAGS)
+                 -pthread $(SIMD_FLAGS) $(EXTRA_CFLAGS)
 LIBS := -lopenblas -llapacke -lm -ldl -pthread
 
 ENGINE_SRC := $(sort $(wildcard src/engine/*/*.c))
@@ -48,7 +59,16 @@ $(BUILD)/libemily.a: $(ENGINE_OBJ)
 $(BUILD)/libemily.so: $(ENGINE_OBJ)
 	$(CC) -shared -o $@ $^ $(LIBS)
 
-priv/emily_nif.so: $(NIF_OBJ) $(BUILD)/libemily.a
+# priv/emily_nif.so is the one NIF of every build dir (build, build/baseline,
+# build/asan-nif, ...): priv/.nif-build names the dir it was last linked
+# from, and a build from another dir relinks it, so a baseline or sanitized
+# NIF is never left behind for a plain `mix test`.
+NIF_STAMP := priv/.nif-build
+ifneq ($(filter all nif priv/emily_nif.so,$(or $(MAKECMDGOALS),all)),)
+$(shell mkdir -p priv; [ "$$(cat $(NIF_STAMP) 2>/dev/null)" = "$(BUILD)" ] || echo "$(BUILD)" > $(NIF_STAMP))
+endif
+
+priv/emily_nif.so: $(NIF_OBJ) $(BUILD)/libemily.a $(NIF_STAMP)
 	@mkdir -p priv
 	$(CC) -shared -o $@ $(NIF_OBJ) $(BUILD)/libemily.a $(LIBS)
 
@@ -120,6 +140,6 @@ $(BUILD)/%_bench: bench/%_bench.c $(BUILD)/libemily.a
 	$(CC) $(CFLAGS_COMMON) -o $@ $< $(BUILD)/libemily.a $(LIBS)
 
 clean:
-	rm -rf build build-asan priv/emily_nif.so priv/libemily_cuda.so
+	rm -rf build build-asan priv/emily_nif.so priv/.nif-build priv/libemily_cuda.so
 
 -include $(ENGINE_OBJ:.o=.d) $(NIF_OBJ:.o=.d)

@@ -20,6 +20,10 @@ typedef struct em_build_info {
     const char *cpu_features; /* "avx512f avx2 fma" (those the kernels use) */
     int cuda;                 /* 1 when a CUDA backend is compiled in */
     int sanitized;            /* 1 when built with AddressSanitizer */
+    /* the clone of the hot loops this process runs: "x86-64-v4",
+     * "x86-64-v3", "baseline", or "baseline (forced)" in a SIMD=baseline
+     * build */
+    const char *simd;
 } em_build_info;
 
 /* Fills `out`; the strings are static and valid for the process. */

@@ -5,7 +5,10 @@
 #   2. C engine tests (hand-computed values); the CUDA plugin when nvcc
 #      exists, and the GPU-vs-CPU tests (they print "skipped: <reason>" on
 #      a machine without a GPU)
-#   3. numpy oracle tests of the engine (float64 reference, random inputs)
+#   3. numpy oracle tests of the engine (float64 reference, random inputs);
+#      then the C, oracle and Emily.Tensor ExUnit tests again under another
+#      OpenBLAS kernel set and with the baseline SIMD clone of the engine
+#      (scripts/cpu_variants.sh): no expected value may depend on the CPU
 #   4. the C engine tests again under AddressSanitizer + UBSan
 #   5. the C engine tests under valgrind memcheck (no leaks, no invalid reads)
 #   6. libFuzzer: replay the kept crash inputs, then fuzz the op constructors
@@ -43,6 +46,9 @@ fi
 
 echo "== numpy oracle tests"
 EMILY_LIB=build/libemily.so /usr/bin/python3 test/oracle/run_oracle.py
+
+echo "== the numeric tests under another BLAS kernel set and the baseline SIMD clone"
+./scripts/cpu_variants.sh
 
 echo "== C engine tests under ASan + UBSan"
 make -s -j2 asan

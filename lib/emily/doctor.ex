@@ -107,12 +107,13 @@ defmodule Mix.Tasks.Emily.Doctor do
 
   defp engine(info) do
     text =
-      "#{info.compiler}, CPU features [#{info.cpu_features}], " <>
+      "#{info.compiler}, CPU features [#{info.cpu_features}], SIMD clone #{info.simd}, " <>
         "#{info.engine_threads} engine threads" <>
         if(info.sanitized, do: ", AddressSanitizer build", else: "")
 
     cond do
       info.sanitized -> {:warn, "engine", text <> " (slow; for testing only)"}
+      info.simd == "baseline (forced)" -> {:warn, "engine", text <> " (SIMD=baseline build; for testing only)"}
       info.cpu_features == "" -> {:warn, "engine", text <> " (no AVX2: scalar kernels)"}
       true -> {:ok, "engine", text}
     end

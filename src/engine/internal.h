@@ -383,13 +383,34 @@ void em__parallel_units(int64_t nunits, int64_t work, em_range_fn fn,
 /* Hot loops are compiled three times and picked at load time by the CPU's
  * level: x86-64-v4 (AVX-512), x86-64-v3 (AVX2 + FMA: FMA matters for the
  * polynomial math), and the baseline. Never compiled for the build machine
- * only. */
-#if defined(__x86_64__)
+ * only.
+ *
+ * EM_SIMD_BASELINE (`make SIMD=baseline`, built into build/baseline) keeps
+ * only the baseline clone, so that tests can check that results do not
+ * depend on the clone a CPU gets. It is a build switch, not an environment
+ * variable: the clones are picked by GCC's ifunc resolvers while the
+ * library is relocated (before any constructor or getenv of ours runs, in
+ * the static test binary and in the dlopen'ed NIF alike), and those
+ * resolvers ask the CPU, not the environment. */
+#if defined(__x86_64__) && !defined(EM_SIMD_BASELINE)
 #define EM_TARGET_CLONES                                                       \
     __attribute__((                                                            \
         target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define EM_TARGET_CLONES
+#endif
+
+/* EM_TARGET_CLONES for the hot contiguous loops (elementwise kernels, dot,
+ * reduce). GCC at -O2 only vectorises loops without a scalar epilogue or
+ * alias check (its "very cheap" cost model); the dynamic model lets it
+ * vectorise these. Clang vectorises at -O2. */
+#if !defined(__x86_64__)
+#define EM_CLONES
+#elif defined(__clang__)
+#define EM_CLONES EM_TARGET_CLONES
+#else
+#define EM_CLONES                                                              \
+    EM_TARGET_CLONES __attribute__((optimize("vect-cost-model=dynamic")))
 #endif
 
 /* Elements below which an elementwise op runs on one thread. */

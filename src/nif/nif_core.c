@@ -521,24 +521,26 @@ static ERL_NIF_TERM make_text(ErlNifEnv *env, const char *text) {
 NIF_DECL(build_info) {
     em_build_info info;
     em_get_build_info(&info);
-    ERL_NIF_TERM keys[8] = {enif_make_atom(env, "compiler"),
+    ERL_NIF_TERM keys[9] = {enif_make_atom(env, "compiler"),
                             enif_make_atom(env, "blas_config"),
                             enif_make_atom(env, "blas_core"),
                             enif_make_atom(env, "blas_threads"),
                             enif_make_atom(env, "engine_threads"),
                             enif_make_atom(env, "cpu_features"),
                             enif_make_atom(env, "cuda"),
-                            enif_make_atom(env, "sanitized")};
-    ERL_NIF_TERM values[8] = {make_text(env, info.compiler),
+                            enif_make_atom(env, "sanitized"),
+                            enif_make_atom(env, "simd")};
+    ERL_NIF_TERM values[9] = {make_text(env, info.compiler),
                               make_text(env, info.blas_config),
                               make_text(env, info.blas_core),
                               enif_make_int(env, info.blas_threads),
                               enif_make_int(env, info.engine_threads),
                               make_text(env, info.cpu_features),
                               info.cuda ? atoms.yes : atoms.no,
-                              info.sanitized ? atoms.yes : atoms.no};
+                              info.sanitized ? atoms.yes : atoms.no,
+                              make_text(env, info.simd)};
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, values, 8, &map);
+    enif_make_map_from_arrays(env, keys, values, 9, &map);
     return map;
 }
 

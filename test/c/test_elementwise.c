@@ -1015,3 +1015,168 @@ EM_TEST(elementwise_scalars) {
               "invalid dtype 99");
     CHECK(s == NULL);
 }
+
+/* ---- f32 erf / erfc / erf_inv: ulp sweeps ------------------------------ */
+
+/* The spacing of floats at |v| (2^-149 among the subnormals). */
+static double f32_ulp(double v) {
+    int e;
+    frexp(fabs(v), &e); /* |v| in [2^(e-1), 2^e) */
+    return ldexp(1.0, (e - 1 < -126 ? -126 : e - 1) - 23);
+}
+
+/* Inputs (all floats) for the sweep of `op`, written to x; returns the
+ * count. erf/erfc: every 1531st bit pattern (all magnitudes: subnormals,
+ * tails, huge; both signs), a dense grid over [-10, 10] and the ends of
+ * erfc's range. erf_inv: every float in (-1, 1) with a stride of 97, plus
+ * the 2^16 floats just inside +-1 (the tail, where each step matters). */
+static size_t erf_sweep_inputs(em_unary_op op, double *x, size_t cap) {
+    size_t n = 0;
+    for (uint64_t b = 0; b < (1ull << 32) && n < cap; b += 1531) {
+        uint32_t u = (uint32_t)b;
+        float f;
+        memcpy(&f, &u, 4);
+        if (isnan(f) || (op == EM_UNARY_erf_inv && !(fabsf(f) < 1.0f)))
+            continue;
+        if (op == EM_UNARY_erf_inv && (u & 0x7fffffffu) % 97 != 0)
+            continue;
+        x[n++] = f;
+    }
+    if (op == EM_UNARY_erf_inv) {
+        for (uint32_t b = 0; b < (1u << 31) && n + 1 < cap; b += 97) {
+            float f;
+            memcpy(&f, &b, 4);
+            if (!(f < 1.0f))
+                break;
+            x[n++] = f;
+            x[n++] = -f;
+        }
+        for (int k = 1; k <= 1 << 16 && n + 1 < cap; k++) {
+            x[n++] = 1.0 - ldexp(k, -24);
+            x[n++] = -(1.0 - ldexp(k, -24));
+        }
+    } else {
+        for (int k = -500000; k <= 500000 && n < cap; k++)
+            x[n++] = (float)(k * 2e-5);
+        for (float f = 9.0f; f < 10.1f && n < cap; f = nextafterf(f, 11.0f))
+            x[n++] = f; /* erfc's last normal and subnormal results */
+    }
+    return n;
+}
+
+/* Max ulp error of the f32 kernel of `op` over its sweep, against `ref`
+ * (libm in double) or, with ref NULL, the engine's f64 op (erf_inv). */
+static double erf_sweep_max_ulp(em_unary_op op, double (*ref)(double),
+                                double *worst_x) {
+    size_t cap = 6u << 20;
+    double *x = malloc(cap * sizeof *x), *got = malloc(cap * sizeof *got);
+    double *want = malloc(cap * sizeof *want);
+    size_t n = erf_sweep_inputs(op, x, cap);
+    em_array *a = vec(x, (int64_t)n, EM_F32), *r = un(op, a);
+    t_read_f64(r, got, n);
+    em_array_release(r);
+    em_array_release(a);
+    if (ref) {
+        for (size_t i = 0; i < n; i++)
+            want[i] = ref(x[i]);
+    } else {
+        a = vec(x, (int64_t)n, EM_F64);
+        r = un(op, a);
+        t_read_f64(r, want, n);
+        em_array_release(r);
+        em_array_release(a);
+    }
+    double worst = 0;
+    *worst_x = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs(got[i] - want[i]) / f32_ulp(want[i]);
+        if (!(e <= worst)) { /* NaN counts as the worst */
+            worst = isnan(e) ? INFINITY : e;
+            *worst_x = x[i];
+        }
+    }
+    free(x);
+    free(got);
+    free(want);
+    return worst;
+}
+
+/* The bounds documented at un_erff / un_erfcf / un_erfinvf in unary.c; they
+ * hold whichever target clone (AVX-512, AVX2, baseline) runs. */
+EM_TEST(elementwise_erf_f32_ulp) {
+    const struct {
+        em_unary_op op;
+        double (*ref)(double);
+        double bound;
+    } cases[] = {{EM_UNARY_erf, erf, 1.5},
+                 {EM_UNARY_erfc, erfc, 3.5},
+                 {EM_UNARY_erf_inv, NULL, 1.5}};
+    for (size_t c = 0; c < N_OF(cases); c++) {
+        double at, worst = erf_sweep_max_ulp(cases[c].op, cases[c].ref, &at);
+        if (getenv("EMILY_ULP_REPORT"))
+            fprintf(stderr, "  %s f32: max %.3f ulp at %.9g\n",
+                    em_unary_name(cases[c].op), worst, at);
+        if (!(worst <= cases[c].bound))
+            em_test_fail(__FILE__, __LINE__, "%s f32: %.3f ulp at %.9g",
+                         em_unary_name(cases[c].op), worst, at);
+    }
+}
+
+/* Special values, exact, in every float dtype (f16/bf16 compute in f32). */
+EM_TEST(elementwise_erf_f32_special_values) {
+    const double x[] = {0.0, -0.0, INFINITY, -INFINITY, NAN};
+    const double y[] = {0.0, -0.0, 1.0, -1.0, NAN, 1.5, -2.0, INFINITY};
+    for (size_t d = 0; d < N_OF(FLOAT_DTYPES); d++) {
+        em_array *a = vec(x, N_OF(x), FLOAT_DTYPES[d]);
+        em_array *r = un(EM_UNARY_erf, a);
+        EXPECT_VALUES(r, 0.0, -0.0, 1.0, -1.0, NAN);
+        em_array_release(r);
+        r = un(EM_UNARY_erfc, a);
+        EXPECT_VALUES(r, 1.0, 1.0, 0.0, 2.0, NAN);
+        em_array_release(r);
+        em_array_release(a);
+        a = vec(y, N_OF(y), FLOAT_DTYPES[d]);
+        r = un(EM_UNARY_erf_inv, a);
+        EXPECT_VALUES(r, 0.0, -0.0, INFINITY, -INFINITY, NAN, NAN, NAN, NAN);
+        em_array_release(r);
+        em_array_release(a);
+    }
+    /* Subnormal inputs: erf(x) ~ 2x/sqrt(pi), sign kept. */
+    const double sub[] = {1e-40, -1e-40};
+    em_array *a = vec(sub, 2, EM_F32);
+    em_array *r = un(EM_UNARY_erf, a);
+    double got[2];
+    t_read_f64(r, got, 2);
+    CHECK_NEAR(got[0], (double)(float)(1e-40 * M_2_SQRTPI), 2e-45);
+    CHECK_NEAR(got[1], -(double)(float)(1e-40 * M_2_SQRTPI), 2e-45);
+    em_array_release(r);
+    em_array_release(a);
+}
+
+/* f64 cbrt is exact on exact cubes and correctly rounded on 2 (glibc alone
+ * gives 3.0000000000000004 for 27 and 1.2599210498948734 for 2); zeros,
+ * infinities and NaN pass through with their signs. */
+EM_TEST(elementwise_cbrt_f64_exact_cubes) {
+    enum { N = 1000 };
+    double *x = malloc(sizeof(double) * N);
+    double *got = malloc(sizeof(double) * N);
+    for (int k = 0; k < N; k++)
+        x[k] = (k % 2 ? -1.0 : 1.0) * (double)(k + 1) * (k + 1) * (k + 1);
+    em_array *a = vec(x, N, EM_F64);
+    em_array *r = un(EM_UNARY_cbrt, a);
+    t_read_f64(r, got, N);
+    for (int k = 0; k < N; k++)
+        if (got[k] != (k % 2 ? -1.0 : 1.0) * (k + 1))
+            em_test_fail(__FILE__, __LINE__, "cbrt(%.17g) = %.17g", x[k], got[k]);
+    em_array_release(r);
+    em_array_release(a);
+    free(x);
+    free(got);
+
+    const double special[] = {2.0, 0.0, -0.0, INFINITY, -INFINITY, NAN};
+    a = vec(special, N_OF(special), EM_F64);
+    r = un(EM_UNARY_cbrt, a);
+    EXPECT_VALUES(r, 1.2599210498948732, 0.0, -0.0, INFINITY, -INFINITY, NAN);
+    em_array_release(r);
+    em_array_release(a);
+}

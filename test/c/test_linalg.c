@@ -41,6 +41,27 @@ EM_TEST(linalg_cholesky_det_invert_solve) {
     em_array_release(I), em_array_release(X), em_array_release(B);
 }
 
+/* An exact inverse is exact on every CPU, zeros included: which zeros
+ * LAPACK returns as -0.0 depends on the BLAS kernel set (OpenBLAS's SkylakeX
+ * kernels gave a -0.0 here that Haswell's do not); the engine returns +0.0.
+ * Compared bit for bit. */
+EM_TEST(linalg_exact_inverse_has_no_negative_zero) {
+    const double a[16] = {1, 2, 1, 1, 0, 1, 0, 1, 0, 0, 1, 1, 0, 0, 0, 1};
+    const double want[16] = {1, -2, -1, 2, 0, 1, 0, -1, 0, 0, 1, -1, 0, 0, 0, 1};
+    for (int dt = 0; dt < 2; dt++) {
+        em_dtype dtype = dt ? EM_F32 : EM_F64;
+        em_array *A = f64m(a, 4, 4), *Ac = NULL, *I = NULL, *Ic = NULL;
+        CHECK_OK(em_as_type(A, dtype, &Ac));
+        CHECK_OK(em_invert(Ac, &I));
+        CHECK_OK(em_as_type(I, EM_F64, &Ic));
+        double got[16];
+        CHECK_OK(em_read(Ic, got, sizeof got));
+        CHECK(memcmp(got, want, sizeof got) == 0);
+        em_array_release(A), em_array_release(Ac);
+        em_array_release(I), em_array_release(Ic);
+    }
+}
+
 EM_TEST(linalg_value_failures_and_nan) {
     double s[4] = {1, 2, 2, 4}, np[4] = {1, 2, 2, 1};
     em_array *S = f64m(s, 2, 2), *N = f64m(np, 2, 2), *L = NULL, *I = NULL, *X = NULL;

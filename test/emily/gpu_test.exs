@@ -149,6 +149,28 @@ defmodule Emily.GPUTest do
       end)
     end
 
+    test "keys and samples follow a GPU default backend (as Nx.Random.key does)" do
+      draw = fn ->
+        key = Nx.Random.key(42)
+        {normal, key2} = Nx.Random.normal(key, shape: {4, 5})
+        {uniform, _} = Nx.Random.uniform(key2, shape: {4, 5})
+        {ints, _} = Nx.Random.randint(key, 0, 10, shape: {3, 3})
+        {shuffled, _} = Nx.Random.shuffle(key, Nx.iota({6}))
+        {picked, _} = Nx.Random.choice(key, Nx.iota({6}), samples: 3, replace: false)
+        # beside tensors created on the same default backend
+        [key, key2, normal, uniform, ints, shuffled, picked, Nx.add(normal, Nx.iota({4, 5}))]
+      end
+
+      on_cpu = draw.()
+      on_gpu = Nx.with_default_backend(@gpu, draw)
+
+      Enum.zip(on_gpu, on_cpu)
+      |> Enum.each(fn {g, c} ->
+        assert device(g) == {:gpu, 0}
+        assert Nx.to_binary(cpu(g)) == Nx.to_binary(c)
+      end)
+    end
+
     test "random numbers are the CPU's bits" do
       key = Nx.Random.key(42)
       {cpu_bits, _} = Nx.Random.normal(key, shape: {1000})

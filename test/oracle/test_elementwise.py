@@ -462,10 +462,15 @@ def test_unary_erf_inv_accuracy():
                   4 * np.spacing(np.abs(ref[fin]))), "erf_inv f64 ulp"
     assert_equal(got[~fin], ref[~fin], "erf_inv f64 edges")
     assert np.signbit(got[y.size - 6]) and not np.signbit(got[y.size - 7])
+    # f32 has its own vectorised kernel (un_erfinvf in unary.c), within
+    # 1.5 ulp of the exact value; its edges are exact.
     y32 = y.astype(np.float32)
     got = unary("erf_inv", array(y32, "f32")).numpy().astype(np.float64)
-    ref = erfinv_ref(y32.astype(np.float64)).astype(np.float32)
-    assert_equal(got, ref.astype(np.float64), "erf_inv f32 correctly rounded")
+    ref = erfinv_ref(y32.astype(np.float64))
+    fin = np.isfinite(ref)
+    ulp = np.spacing(np.abs(ref[fin]).astype(np.float32)).astype(np.float64)
+    assert np.all(np.abs(got[fin] - ref[fin]) <= 1.5 * ulp), "erf_inv f32 ulp"
+    assert_equal(got[~fin], ref[~fin], "erf_inv f32 edges")
 
 
 @quiet

@@ -52,6 +52,31 @@ void em_get_build_info(em_build_info *out) {
 #endif
     out->cpu_features = features;
 
+    /* The level GCC's target_clones resolvers pick (EM_TARGET_CLONES);
+     * clang has no arch-level names here, so its check lists the features
+     * the levels add. */
+#if !defined(__x86_64__)
+    out->simd = "baseline";
+#elif defined(EM_SIMD_BASELINE)
+    out->simd = "baseline (forced)";
+#elif defined(__clang__)
+    out->simd = __builtin_cpu_supports("avx512f") &&
+                        __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512cd") &&
+                        __builtin_cpu_supports("avx512dq") &&
+                        __builtin_cpu_supports("avx512vl")
+                    ? "x86-64-v4"
+                : __builtin_cpu_supports("avx2") &&
+                        __builtin_cpu_supports("fma") &&
+                        __builtin_cpu_supports("bmi2")
+                    ? "x86-64-v3"
+                    : "baseline";
+#else
+    out->simd = __builtin_cpu_supports("x86-64-v4")   ? "x86-64-v4"
+                : __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3"
+                                                      : "baseline";
+#endif
+
 #ifdef EMILY_CUDA
     out->cuda = 1;
 #endif

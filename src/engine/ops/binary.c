@@ -172,7 +172,7 @@
 #define BIN_PRED_CPX(name, acc) EM_EW_CPX_##acc(BIN_CASE(PRED, CPX, name))
 
 #define BIN_DEFINE_KERNEL(cls, E, sfx, S, C)                                   \
-    EM_EW_HOT static void bin_kernel_##sfx(int op, void *out,                  \
+    EM_CLONES static void bin_kernel_##sfx(int op, void *out,                  \
                                            const void *const *in, int64_t n) { \
         EM_EW_DTYPE_SCOPE(E, sfx, S, C);                                       \
         const ew_stor *a = in[0], *b = in[1];                                  \

@@ -107,7 +107,7 @@ typedef void (*cvt_block_fn)(void *dst, const void *src, int64_t n);
 
 /* Source dtype -> its wide type. */
 #define CVT_DEFINE_WIDEN(E, sfx, S, C, L, ST)                                  \
-    EM_EW_HOT static void cvt_widen_##sfx(void *dst, const void *src,          \
+    EM_CLONES static void cvt_widen_##sfx(void *dst, const void *src,          \
                                           int64_t n) {                         \
         __typeof__(CVT_WIDEN((C)0)) *d = dst;                                  \
         const S *s = src;                                                      \
@@ -118,7 +118,7 @@ EM_DTYPES_ALL(CVT_DEFINE_WIDEN)
 
 /* Wide type -> destination dtype, one function per wide type. */
 #define CVT_DEFINE_NARROW_FROM(sfx, S, ST, W, from)                            \
-    EM_EW_HOT static void cvt_narrow_##sfx##_##from(                           \
+    EM_CLONES static void cvt_narrow_##sfx##_##from(                           \
         void *dst, const void *src, int64_t n) {                               \
         S *d = dst;                                                            \
         const W *s = src;                                                      \

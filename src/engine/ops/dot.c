@@ -21,20 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Hot contiguous loops get AVX-512 and AVX2 clones picked at load time.
- * GCC at -O2 only vectorises loops without a scalar epilogue or alias check
- * (its "very cheap" cost model); the dynamic model lets it vectorise these.
- * Clang vectorises at -O2. */
-#if !defined(__x86_64__)
-#define EM_CLONES
-#elif defined(__clang__)
-#define EM_CLONES EM_TARGET_CLONES
-#else
-#define EM_CLONES                                                              \
-    __attribute__((                                                            \
-        target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),          \
-        optimize("vect-cost-model=dynamic")))
-#endif
+/* Hot contiguous loops: EM_CLONES (internal.h). */
 
 /* ------------------------------------------------------------------------ */
 /* Per-dtype pieces                                                          */

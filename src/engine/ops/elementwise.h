@@ -19,22 +19,6 @@
 #include "internal.h"
 
 /* ------------------------------------------------------------------------ */
-/* Code generation attributes                                                */
-/* ------------------------------------------------------------------------ */
-
-/* Hot contiguous loops get AVX-512 and AVX2 clones picked at load time. GCC
- * at -O2 only vectorises loops that need no runtime alias check or scalar
- * epilogue ("very cheap" cost model), which excludes every kernel here; the
- * dynamic cost model lets it vectorise them. Clang vectorises at -O2. */
-#define EM_EW_CLONES EM_TARGET_CLONES
-#if defined(__clang__)
-#define EM_EW_HOT EM_EW_CLONES
-#else
-#define EM_EW_HOT                                                              \
-    EM_EW_CLONES __attribute__((optimize("vect-cost-model=dynamic")))
-#endif
-
-/* ------------------------------------------------------------------------ */
 /* Dtype-class filters                                                       */
 /* ------------------------------------------------------------------------ */
 

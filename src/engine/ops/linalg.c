@@ -384,6 +384,26 @@ em_status em__linalg_value_error(const lparams *p, int64_t i) {
                     op_names[p->op], (long long)i);
 }
 
+/* Turns every -0.0 of a result into +0.0 (x + 0.0 leaves the rest as they
+ * are). Which zeros LAPACK returns negative depends on the BLAS kernels the
+ * CPU gets (OpenBLAS's SkylakeX set gives a -0.0 in the exact inverse of a
+ * unit upper triangular integer matrix where its Haswell set gives +0.0),
+ * and no result here gives the sign of a zero a meaning: cleaned, results
+ * read the same on every CPU. Complex results are cleaned part by part. */
+static void unsign_zeros(void *data, em_dtype dtype, int64_t count) {
+    if (dtype == EM_F64 || dtype == EM_C128) {
+        double *x = data;
+        count *= dtype == EM_C128 ? 2 : 1;
+        for (int64_t i = 0; i < count; i++)
+            x[i] += 0.0;
+    } else {
+        float *x = data;
+        count *= dtype == EM_C64 ? 2 : 1;
+        for (int64_t i = 0; i < count; i++)
+            x[i] += 0.0f;
+    }
+}
+
 static em_status linalg_eval(em_array *node) {
     const lparams *p = node->params;
     em_array *a = node->inputs[0];
@@ -413,6 +433,8 @@ static em_status linalg_eval(em_array *node) {
         else if (rc > 0)
             st = em__linalg_value_error(p, i);
     }
+    if (st == EM_OK)
+        unsign_zeros(out, node->dtype, p->batch * p->per);
     free(own_a);
     free(own_b);
     return st;

@@ -25,7 +25,7 @@ typedef struct {
     }
 
 #define SEL_DEFINE_KERNEL(E, sfx, S, C, L, ST)                                 \
-    EM_EW_HOT static void sel_kernel_##sfx(int op, void *out,                  \
+    EM_CLONES static void sel_kernel_##sfx(int op, void *out,                  \
                                            const void *const *in, int64_t n) { \
         EM_EW_DTYPE_SCOPE(E, sfx, S, C);                                       \
         const ew_stor *p = in[0];                                              \
@@ -83,7 +83,7 @@ em_status em_select(em_array *pred, em_array *on_true, em_array *on_false,
 
 /* Float bounds and values propagate NaN, as maximum/minimum do. */
 #define CLIP_DEFINE_KERNEL(cls, E, sfx, S, C)                                  \
-    EM_EW_HOT static void clip_kernel_##sfx(                                   \
+    EM_CLONES static void clip_kernel_##sfx(                                   \
         int op, void *out, const void *const *in, int64_t n) {                 \
         EM_EW_DTYPE_SCOPE(E, sfx, S, C);                                       \
         const ew_stor *a = in[0], *lo = in[1], *hi = in[2];                    \
