@@ -6,7 +6,7 @@
 #      exists, and the GPU-vs-CPU tests (they print "skipped: <reason>" on
 #      a machine without a GPU)
 #   3. numpy oracle tests of the engine (float64 reference, random inputs);
-#      then the C, oracle and Emily.Tensor ExUnit tests again under another
+#      then the C, oracle and Nx-level ExUnit tests again under another
 #      OpenBLAS kernel set and with the baseline SIMD clone of the engine
 #      (scripts/cpu_variants.sh): no expected value may depend on the CPU
 #   4. the C engine tests again under AddressSanitizer + UBSan

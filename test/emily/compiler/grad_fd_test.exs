@@ -92,8 +92,7 @@ defmodule Emily.Compiler.GradTest do
   @moduledoc false
   # Nx.Defn.grad through Emily.Compiler against central finite differences
   # on Emily.Backend, in f64: every unary and binary op, and the op families
-  # of Emily.Compiler.GradTest.Cases (moved from the retired
-  # Emily.Tensor.Compiler autodiff tests).
+  # of Emily.Compiler.GradTest.Cases.
   use ExUnit.Case, async: true
 
   setup do
