@@ -6,13 +6,14 @@ defmodule Emily.NxDoctestTest do
   oracle of the backend. The doctests it does not run are the `nx_doctests:`
   of test/nx_suite/exclusions.exs, each with its reason; they are reported
   as skipped. EMILY_NX_DOCTEST_ALL=1 runs them too, to count what the
-  exclusions hide.
+  exclusions hide; EMILY_TEST_DEVICE=gpu runs them on the GPU.
   """
   use ExUnit.Case, async: false
   require NxSuite.DocTest
 
   setup do
-    previous = Nx.default_backend(Emily.Backend)
+    device = if System.get_env("EMILY_TEST_DEVICE") == "gpu", do: :gpu, else: :cpu
+    previous = Nx.default_backend({Emily.Backend, device: device})
     on_exit(fn -> Nx.default_backend(previous) end)
     :ok
   end

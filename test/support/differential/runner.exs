@@ -48,10 +48,19 @@ defmodule EmilyTest.Differential do
   defp weighted(n, [{_, w, _} = entry | rest]),
     do: if(n <= w, do: entry, else: weighted(n - w, rest))
 
+  # EMILY_TEST_DEVICE=gpu runs Emily's side on the GPU: the same calls then
+  # check the CUDA backend against Nx.BinaryBackend.
+  defp emily_backend do
+    case System.get_env("EMILY_TEST_DEVICE", "cpu") do
+      "cpu" -> {Emily.Backend, device: :cpu}
+      "gpu" -> {Emily.Backend, device: :gpu}
+    end
+  end
+
   @doc "`:ok` or `{:error, reason}` for one call."
   def verdict(c) do
     bin_args = Enum.map(c.args, &arg(&1, Nx.BinaryBackend))
-    emily_args = Enum.map(c.args, &arg(&1, Emily.Backend))
+    emily_args = Enum.map(c.args, &arg(&1, emily_backend()))
     expected = attempt(fn -> (c.ref || c.fun).(bin_args) end)
     got = attempt(fn -> c.fun.(emily_args) |> to_binary_backend() end)
 
