@@ -32,5 +32,8 @@ for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 liblapacke.so.3 \
   cp -L "/lib/x86_64-linux-gnu/$lib" "$dest/root/lib/"
 done
 tar -cJf "$dest/libs.txz" -C "$dest/root" lib
+# The examples' data (scikit-learn's digits), for a GPU image without it.
+/usr/bin/python3 -c 'import os, sklearn; print(os.path.join(os.path.dirname(sklearn.__file__), "datasets", "data", "digits.csv.gz"))' |
+  xargs -I{} cp {} "$dest/digits.csv.gz"
 rm -rf "$dest/root"
 du -sh "$dest"

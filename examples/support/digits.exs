@@ -44,9 +44,14 @@ defmodule Digits do
     end
   end
 
-  # Debian's python3 (python3-sklearn), else the first python3 on the PATH
-  # that has scikit-learn.
+  # $DIGITS_CSV_GZ (a copy of the file, e.g. on a machine without
+  # scikit-learn), else Debian's python3 (python3-sklearn), else the first
+  # python3 on the PATH that has scikit-learn.
   defp data_file do
+    System.get_env("DIGITS_CSV_GZ") || sklearn_data_file()
+  end
+
+  defp sklearn_data_file do
     script =
       "import os, sklearn; print(os.path.join(os.path.dirname(sklearn.__file__), " <>
         "'datasets', 'data', 'digits.csv.gz'))"
