@@ -43,6 +43,8 @@ build = [
 ta = Nx.tensor([1.0], backend: Emily.Backend)
 tb = Nx.tensor([2.0], backend: Emily.Backend)
 tm = Nx.iota({8, 8}, type: :f32, backend: Emily.Backend)
+sa = Nx.tensor(1.0, backend: Emily.Backend)
+sb = Nx.tensor(2.0, backend: Emily.Backend)
 
 tensor_build = [
   {"Nx.add(a, b)  [1-element f32]", fn -> Nx.add(ta, tb) end},
@@ -55,6 +57,8 @@ tensor_build = [
 ]
 
 tensor_round_trips = [
+  {"Nx.to_binary(Nx.add(a, b))  [build+eval+read]", fn -> Nx.to_binary(Nx.add(ta, tb)) end},
+  {"Nx.to_number(Nx.add(a, b))  [scalars]", fn -> Nx.to_number(Nx.add(sa, sb)) end},
   {"Nx.to_number(Nx.sum(Nx.exp(m)))", fn -> Nx.to_number(Nx.sum(Nx.exp(tm))) end}
 ]
 
