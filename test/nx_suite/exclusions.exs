@@ -23,7 +23,7 @@
 #                     away
 #   :neg_zero         -0.0 vs 0.0: compiled on OTP 25, a -0.0 literal is
 #                     0.0; these fail on Nx.BinaryBackend too
-#   :unsupported      inherently unsupported by Emily (sub-byte, f8 types)
+#   :unsupported      inherently unsupported by Emily (sub-byte integers)
 #   :binary_specific  behaviour of Nx.BinaryBackend that is not Nx's
 #                     contract (errors it raises by reading data eagerly,
 #                     Erlang arithmetic errors), or that Nx.Defn grants to
@@ -105,14 +105,10 @@
     {"nx_test.exs", "quantized types u2"} => {:unsupported, "u2 (sub-byte integers)"},
     {"nx_test.exs", "quantized types u4"} => {:unsupported, "u4 (sub-byte integers)"},
     {"nx_test.exs", "indexed_add/3 works with all integer types in indices"} => {:unsupported, "the index types include u2 and s2 (sub-byte integers)"},
-    {"nx/floating_test.exs", "f8_e4m3fn pretty printing"} => {:unsupported, "f8_e4m3fn"},
-    {"nx/random_test.exs", "types f8_e4m3fn"} => {:unsupported, "f8_e4m3fn"},
-    {"nx/defn_test.exs", "constants Defines real constants as numerical when used with arity 0 inside defn"} => {:unsupported, "includes f8 constants"},
-    {"nx/defn_test.exs", "constants Defines imaginary constant as Complex.new(0, 1) when used with arity 0 inside defn"} => {:unsupported, "includes f8 constants"},
 
     # :neg_zero (fail on Nx.BinaryBackend too: scripts/nx_oracle.sh binary)
     {"nx/floating_test.exs", "bf16 pretty printing"} => {:neg_zero, "Nx.tensor([-0.0], type: :bf16): the compiled literal is 0.0"},
-    {"nx/floating_test.exs", "f8 pretty printing"} => {:neg_zero, "a -0.0 literal (and f8 is unsupported)"},
+    {"nx/floating_test.exs", "f8 pretty printing"} => {:neg_zero, "Nx.tensor([-0.0], type: :f8): the compiled literal is 0.0"},
     {"nx/floating_test.exs", "f8_e4m3fn dump_f8_e4m3fn/1"} => {:neg_zero, "the byte of -0.0: the compiled literal is 0.0"},
 
     # :binary_specific
@@ -193,19 +189,8 @@
       &{&1, {:stale, "written for an older Nx's inspect output"}}
     ),
   nx_doctests: %{
-    # Types the engine does not have.
-    "Nx.tensor/2 (42)" => {:unsupported, "an f8 example"},
-    "Nx.tensor/2 (43)" => {:unsupported, "an f8_e4m3fn example"},
-    "Nx.tensor/2 (44)" => {:unsupported, "an f8_e4m3fn example"},
+    # Types Emily does not have.
     "Nx.bit_size/1 (254)" => {:unsupported, "a u2 example (sub-byte integers)"},
-    "Nx.Constants.e/2 (51)" => {:unsupported, "an f8 (E5M2) example"},
-    "Nx.Constants.epsilon/2 (39)" => {:unsupported, "an f8 (E5M2) example"},
-    "Nx.Constants.euler_gamma/2 (57)" => {:unsupported, "an f8 (E5M2) example"},
-    "Nx.Constants.infinity/2 (6)" => {:unsupported, "an f8 (E5M2) example"},
-    "Nx.Constants.nan/2 (1)" => {:unsupported, "an f8 (E5M2) example"},
-    "Nx.Constants.neg_infinity/2 (11)" => {:unsupported, "an f8 (E5M2) example"},
-    "Nx.Constants.pi/2 (45)" => {:unsupported, "an f8 (E5M2) example"},
-    "Nx.Constants.smallest_positive_normal/2 (33)" => {:unsupported, "an f8 (E5M2) example"},
     # f64 math: last-digit rounding, or the binary backend's approximation.
     "Nx.cbrt/1 (472)" => {:rounding, "cbrt(2.0) f64 1.2599210498948734 vs 1.2599210498948732 (glibc's cbrt is 1 ulp off)"},
     "Nx.log1p/1 (480)" => {:rounding, "log1p(2.0) f64 1.0986122886681096 vs 1.0986122886681098"},
