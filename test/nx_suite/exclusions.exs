@@ -93,10 +93,7 @@
     # :engine
     {"nx/lin_alg_test.exs", "qr factors a square matrix"} =>
       {:engine,
-       "QR signs: Nx keeps r's diagonal sign where a Householder step has nothing to reflect (LAPACK's tau = 0); the engine's em_qr does not return tau, and the backend can only tell from the input, which this matrix defeats (after the first reflection column 1 is [-3, 0])"},
-    {"nx/lin_alg_test.exs", "qr works with complex matrix"} =>
-      {:engine, "complex QR phases: Nx's r diagonal is -e^(i·arg pivot)·|x|; em_qr returns LAPACK's real diagonal and no tau, from which the pivot's phase cannot be recovered"},
-    {"nx/defn/grad_test.exs", "qr computes qr_megapower_grad for complex tensor"} => {:engine, "complex QR phases (see lin_alg_test.exs 'qr works with complex matrix')"},
+       "QR signs: Nx keeps r's diagonal sign where its Householder step has nothing to reflect; em_qr follows that rule on LAPACK's reflections (tau = 0), but Nx reflects column 0 ([2, 2, 1]) to +3 where LAPACK reflects to -3, a different reflector: after Nx's, column 1 is [-3, 0] (kept, -3), after LAPACK's [1.8, 2.4] (reflected, +3)"},
     {"nx/non_finite_test.exs", "unary operations cbrt"} => {:engine, "complex cbrt(Inf+3i) is Inf+NaN·i: un_ccbrt computes Inf·sin(0); C99 gives Inf+0i"},
 
     # :unsupported
