@@ -44,10 +44,20 @@ defmodule Emily.Backend do
 
   ## Types
 
-  Every Nx type but the sub-byte integers (`u2`, `u4`, `s2`, `s4`) and the
-  8-bit floats (`f8`, `f8_e4m3fn`): those raise `ArgumentError` naming the
-  type. Predicates are `u8`, as in Nx (the engine's boolean is a free
-  bitcast of it).
+  Every Nx type but the sub-byte integers (`u2`, `u4`, `s2`, `s4`): those
+  raise `ArgumentError` naming the type. Predicates are `u8`, as in Nx (the
+  engine's boolean is a free bitcast of it).
+
+  The 8-bit floats `f8` (E5M2) and `f8_e4m3fn` (E4M3FN) have no engine
+  type: their tensors are engine f16 tensors holding only values of the
+  8-bit type (every such value is exact in f16). Ops compute in f16 and
+  round their result to the 8-bit type, to nearest even: E5M2 overflows
+  to infinity, E4M3FN (which has no infinities) saturates at ±448, as Nx
+  writes it. Their bytes (`Nx.to_binary/1`, `Nx.from_binary/3`, pointers,
+  `Nx.bitcast/2`) are Nx's one byte per element. Literals (`Nx.tensor/2`,
+  constants) are written as Nx writes them, which for E5M2 truncates
+  (`Nx.tensor(1.4, type: :f8)` is 1.25, `Nx.as_type/2` of the f32 1.4 is
+  1.5).
 
   ## Native and composed
 

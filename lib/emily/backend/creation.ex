@@ -68,30 +68,25 @@ defmodule Emily.Backend.Creation do
 
   def constant(%{type: type, shape: shape} = out, number, opts) do
     Util.engine_type!(type, :constant)
-    scalar = Util.scalar(number, type)
-    ref = if shape == {}, do: scalar, else: Native.full(scalar, Util.dims(shape), type)
-    place(out, ref, opts)
+    place(out, Util.full(number, Util.dims(shape), type), opts)
   end
 
   def from_binary(%{type: type, shape: shape} = out, binary, opts) do
-    Util.engine_type!(type, :from_binary)
-    place(out, Native.from_binary(IO.iodata_to_binary(binary), Util.dims(shape), type), opts)
+    place(out, Util.from_binary(binary, Util.dims(shape), type, :from_binary), opts)
   end
 
+  # eye and iota of an 8-bit float are made in f16 and rounded by place/3.
   def eye(%{type: type, shape: shape} = out, opts) do
-    Util.engine_type!(type, :eye)
-    place(out, Native.eye(Util.dims(shape), 0, type), opts)
+    place(out, Native.eye(Util.dims(shape), 0, Util.engine_type!(type, :eye)), opts)
   end
 
   def iota(%{type: type, shape: shape} = out, nil, opts) do
-    Util.engine_type!(type, :iota)
     size = Tuple.product(shape)
-    ref = Native.iota([size], 0, type) |> Native.reshape(Util.dims(shape))
+    ref = Native.iota([size], 0, Util.engine_type!(type, :iota)) |> Native.reshape(Util.dims(shape))
     place(out, ref, opts)
   end
 
   def iota(%{type: type, shape: shape} = out, axis, opts) do
-    Util.engine_type!(type, :iota)
-    place(out, Native.iota(Util.dims(shape), axis, type), opts)
+    place(out, Native.iota(Util.dims(shape), axis, Util.engine_type!(type, :iota)), opts)
   end
 end

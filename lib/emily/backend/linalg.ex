@@ -3,8 +3,9 @@ defmodule Emily.Backend.LinAlg do
   # Nx.LinAlg on the engine's LAPACK-backed kernels: triangular_solve (a
   # callback) and the linalg blocks. Half-precision inputs are computed in
   # f32 (LAPACK has no f16) and converted to the output type Nx gives.
-  # Results are normalised to the conventions Nx's own composition has, so
-  # the same call gives the same factors on either backend (see qr/3).
+  # Results follow the conventions Nx's own composition has, so the same
+  # call gives the same factors on either backend (qr: the engine itself;
+  # eigh, svd: below).
 
   alias Emily.Backend.Util
   alias Emily.Native
@@ -38,54 +39,13 @@ defmodule Emily.Backend.LinAlg do
   end
 
   @doc """
-  QR. LAPACK's Householder reflections make `r`'s diagonal `-sign(x)·|x|`;
-  Nx's make it positive, except where a column has nothing below the
-  diagonal to reflect (then it keeps its sign). Rows of `r` (and columns of
-  `q`) are flipped accordingly: row i is made non-negative when the
-  input's column i has a nonzero below the diagonal. This is exact unless
-  earlier reflections zero that part out, which needs a matrix
-  constructed for it.
+  QR. The engine gives Nx's sign (complex: phase) convention for `r`'s
+  diagonal itself (linalg.c's `qr_unit`, from LAPACK's tau).
   """
   def qr({q_out, r_out}, tensor, mode) do
     [ref] = refs_in(q_out, [tensor])
     {q, r} = Native.qr(ref, mode == :complete)
-    {q, r} = normalize_qr_signs(q, r, ref, tensor.shape)
     {Util.wrap(q_out, q, [tensor]), Util.wrap(r_out, r, [tensor])}
-  end
-
-  defp normalize_qr_signs(q, r, a, shape) do
-    rank = tuple_size(shape)
-    [m, n] = shape |> Util.dims() |> Enum.take(-2)
-    k = min(m, n)
-    type = Native.dtype(r)
-    batch = shape |> Util.dims() |> Enum.take(rank - 2)
-
-    # Whether column j (< k) of a has a nonzero strictly below row j.
-    below = Native.less(Native.iota([m, n], 1, {:s, 32}), Native.iota([m, n], 0, {:s, 32}))
-    nonzero_below = Native.logical_and(below, Native.not_equal(a, Native.scalar_s64(0, type)))
-    reflected = Native.any(nonzero_below, [rank - 2], false)
-    reflected = Native.slice(reflected, List.duplicate(0, rank - 1), batch ++ [k], List.duplicate(1, rank - 1))
-
-    diag =
-      r
-      |> Native.slice(List.duplicate(0, rank), batch ++ [k, n], List.duplicate(1, rank))
-      |> Native.multiply(Native.eye(batch ++ [k, n], 0, type))
-      |> Native.sum([rank - 1], false)
-
-    negative = Native.less(Native.real(diag), Native.scalar_s64(0, real_type(type)))
-    flip = Native.logical_and(reflected, negative)
-    one = Native.scalar_s64(1, type)
-    signs = Native.select(flip, Native.negate(one), one)
-
-    # q's columns beyond k (complete mode) and r's rows beyond k keep their sign.
-    q_cols = Native.shape(q) |> List.last()
-    r_rows = Native.shape(r) |> Enum.at(rank - 2)
-    q_signs = pad_ones(signs, rank - 1, q_cols - k, type)
-    r_signs = pad_ones(signs, rank - 1, r_rows - k, type)
-
-    q = Native.multiply(q, Native.expand_dims(q_signs, rank - 2))
-    r = Native.multiply(r, Native.expand_dims(r_signs, rank - 1))
-    {q, r}
   end
 
   defp pad_ones(signs, _rank, 0, _type), do: signs
@@ -99,10 +59,6 @@ defmodule Emily.Backend.LinAlg do
   defp widen({:f, 32}), do: {:f, 64}
   defp widen({:c, 64}), do: {:c, 128}
   defp widen(type), do: type
-
-  defp real_type({:c, 64}), do: {:f, 32}
-  defp real_type({:c, 128}), do: {:f, 64}
-  defp real_type(type), do: type
 
   @doc """
   eigh. LAPACK returns the eigenvalues ascending; Nx orders them by

@@ -106,8 +106,10 @@ defmodule Emily.Backend.Shape do
 
   @doc "`Nx.bitcast/2`: the same bytes read as another type of the same width."
   def bitcast(out, tensor) do
-    Util.engine_type!(out.type, :bitcast)
-    Util.wrap(out, Native.bitcast(Util.ref(tensor), out.type), [tensor])
+    # Through the bytes Nx sees: an 8-bit float's are not its engine f16's.
+    bytes = Util.to_storage(Util.ref(tensor), tensor.type)
+    ref = bytes |> Native.bitcast(Util.storage_type(out.type, :bitcast)) |> Util.from_storage(out.type)
+    Util.wrap(out, ref, [tensor])
   end
 
   # A 1-D s64 engine tensor holding the starts (integers and scalar tensors).

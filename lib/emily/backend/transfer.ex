@@ -14,7 +14,8 @@ defmodule Emily.Backend.Transfer do
   itself, or a sub-binary of it: never a copy.
   """
   def to_binary(%T{type: {_, bits}} = t, limit) do
-    binary = on_stream(t, fn -> Emily.to_binary(live_ref!(t, :to_binary)) end)
+    bytes = Util.to_storage(live_ref!(t, :to_binary), t.type)
+    binary = on_stream(t, fn -> Emily.to_binary(bytes) end)
     bytes = div(limit * bits, 8)
     if bytes >= byte_size(binary), do: binary, else: binary_part(binary, 0, bytes)
   end
@@ -120,7 +121,7 @@ defmodule Emily.Backend.Transfer do
     end
 
     ref = live_ref!(t, :to_pointer)
-    contiguous = Native.contiguous(ref)
+    contiguous = ref |> Util.to_storage(t.type) |> Native.contiguous()
     on_stream(t, fn -> Emily.eval(contiguous) end)
     {address, size} = Native.to_pointer(ref, contiguous)
     %Nx.Pointer{kind: :local, address: address, data_size: size}
@@ -133,7 +134,7 @@ defmodule Emily.Backend.Transfer do
   """
   def from_pointer(pointer, type, shape, backend_opts, opts) do
     backend_opts = Creation.init(backend_opts)
-    Util.engine_type!(type, :from_pointer)
+    storage = Util.storage_type(type, :from_pointer)
     {_, bits} = type
     needed = div(Tuple.product(shape) * bits, 8)
 
@@ -145,7 +146,7 @@ defmodule Emily.Backend.Transfer do
                   "Emily.Backend.from_pointer: #{Util.type_name(type)}#{inspect(shape)} needs #{needed} bytes, the pointer has #{size}"
           end
 
-          Native.from_pointer(address, Util.dims(shape), type)
+          address |> Native.from_pointer(Util.dims(shape), storage) |> Util.from_storage(type)
 
         %{kind: :ipc} ->
           raise ArgumentError, "Emily.Backend.from_pointer: :ipc pointers are not supported"

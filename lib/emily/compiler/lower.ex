@@ -315,7 +315,7 @@ defmodule Emily.Compiler.Lower do
   defp sub_program(state, device, fuse, fun) do
     placeholders =
       Enum.map(state, fn %T{type: type, shape: shape} ->
-        Emily.Native.placeholder(type, Tuple.to_list(shape), device)
+        Emily.Native.placeholder(Emily.Backend.Util.engine_type!(type, :while), Tuple.to_list(shape), device)
       end)
 
     params =
