@@ -46,7 +46,8 @@ defmodule Emily.Backend.Elementwise do
   def real(out, t), do: Util.wrap(out, Util.ref_as(t, out.type), [t])
 
   def imag(out, %{type: {:c, _}} = t), do: Util.wrap(out, Native.imag(Util.ref(t)), [t])
-  def imag(out, t), do: Util.wrap(out, Util.full(0, Util.dims(out.shape), out.type), [t])
+  def imag(out, t),
+    do: Util.wrap(out, Util.full(0, Util.dims(out.shape), out.type) |> Util.on_device_of(Util.ref(t)), [t])
 
   # The predicates accept every type; integers are never NaN nor infinite.
   def is_nan(out, t), do: Util.wrap(out, Native.is_nan(Util.ref(t)), [t])

@@ -42,16 +42,38 @@ defmodule Emily.Backend.Util do
 
   @doc """
   The engine ref of an input tensor. A tensor of another backend (a
-  `Nx.BinaryBackend` constant mixed into an op, say) is copied in through its
-  binary, on the device `device` (the CPU unless the op's other inputs live
-  on a GPU).
+  `Nx.BinaryBackend` constant mixed into an op, say: Nx embeds the constants
+  of `defn` expressions as BinaryBackend tensors) is copied in through its
+  binary, on the device `device`: by default the process's default backend's
+  device when that is Emily.Backend (where Nx would have created the tensor),
+  else the CPU.
   """
-  def ref(tensor, device \\ 0)
+  def ref(tensor, device \\ nil)
   def ref(%T{data: %Emily.Backend{ref: ref}}, _device), do: ref
 
   def ref(%T{type: type, shape: shape} = t, device) do
     ref = from_binary(Nx.to_binary(t), dims(shape), type, "transfer")
-    if device == 0, do: ref, else: Native.to_device(ref, device)
+
+    case device || default_device() do
+      0 -> ref
+      device -> Native.to_device(ref, device)
+    end
+  end
+
+  @doc "The engine device of the process's default backend (0, the CPU, unless it is a GPU Emily.Backend)."
+  def default_device do
+    case Nx.default_backend() do
+      {Emily.Backend, opts} -> Emily.Backend.Creation.device_index(opts)
+      _ -> 0
+    end
+  end
+
+  @doc "`ref` placed on the device of `like` (an engine ref), for tensors an op makes itself."
+  def on_device_of(ref, like) do
+    case Native.array_device(like) do
+      0 -> ref
+      device -> Native.to_device(ref, device)
+    end
   end
 
   @doc """
@@ -71,10 +93,10 @@ defmodule Emily.Backend.Util do
   """
   def refs(tensors) do
     device =
-      Enum.find_value(tensors, 0, fn
+      Enum.find_value(tensors, fn
         %T{data: %Emily.Backend{ref: ref}} -> Native.array_device(ref)
         _ -> nil
-      end)
+      end) || default_device()
 
     Enum.map(tensors, &ref(&1, device))
   end
