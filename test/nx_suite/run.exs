@@ -137,6 +137,13 @@ for protocol <- [Nx.Container, Nx.LazyContainer] do
   {:module, ^protocol} = :code.load_abs(String.to_charlist(Path.rootname(beam)))
 end
 
+# Nx and Axon run their tests with Logger at :debug (neither configures
+# it), and some capture debug logs (Axon's `debug: true` instrumentation);
+# this project's test config says :warning. Everything reaches the
+# handlers, but the console still shows warnings only.
+Logger.configure(level: :debug)
+:ok = :logger.set_handler_config(:default, :level, :warning)
+
 # Nx's and Axon's tests read fixtures relative to their project's root.
 File.cd!(Path.dirname(root))
 
