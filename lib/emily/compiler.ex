@@ -43,7 +43,10 @@ defmodule Emily.Compiler do
   Node by node:
 
     * `:parameter` - the placeholder of that argument (vectorized
-      arguments are devectorized, as the Evaluator does).
+      arguments are devectorized, as the Evaluator does). Only parameters
+      the expression reads are program inputs: Nx passes arguments as
+      functions, and the others are never called (a lazy container's
+      unused fields are not computed, as with the Evaluator).
     * `:constant` - `Emily.Backend.constant/3` (a scalar or a filled
       tensor, deduplicated by the engine).
     * `:tensor` - a tensor the expression holds (closure weights): copied to
@@ -78,7 +81,8 @@ defmodule Emily.Compiler do
       (or the override from `:hooks`) is called with it, in the order the
       Evaluator calls them. A hook inside a `cond` clause fires only when
       that clause is taken (its clause's condition is an output too, read
-      before calling).
+      before calling); a hooked value that clauses and the code outside
+      them share fires whenever any of them reaches it, once.
 
   Two things cannot be one program: `:runtime_call` (an Elixir function
   on intermediate values) and hooks inside `while` (a call per
