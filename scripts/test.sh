@@ -16,7 +16,10 @@
 #   7. mix emily.doctor (platform, NIF, BLAS, smoke test)
 #   8. Nx 0.13.1's own test suite with Emily.Backend as the default backend
 #      (scripts/nx_oracle.sh backend; fails on any failure of a test that
-#      test/nx_suite/exclusions.exs does not exclude, or a stale exclusion)
+#      test/nx_suite/exclusions.exs does not exclude, or a stale exclusion),
+#      then with Emily.Compiler as the default defn compiler too
+#      (scripts/nx_oracle.sh compiler; about 45 s on 2 cores), and Axon
+#      0.8.1's suite on Emily.Compiler (--suite axon; about 20 s)
 #   9. ExUnit: the Elixir API, the NIF's error paths, telemetry, debug flags,
 #      the bounded soak tests and the hostile-input suite (last, so that its
 #      summary line ends the output)
@@ -77,6 +80,12 @@ mix emily.doctor
 
 echo "== Nx's test suite on Emily.Backend"
 scripts/nx_oracle.sh backend
+
+echo "== Nx's test suite on Emily.Compiler"
+scripts/nx_oracle.sh compiler
+
+echo "== Axon's test suite on Emily.Compiler"
+scripts/nx_oracle.sh compiler --suite axon
 
 echo "== ExUnit"
 mix test

@@ -43,7 +43,10 @@ defmodule Emily.Compiler do
   Node by node:
 
     * `:parameter` - the placeholder of that argument (vectorized
-      arguments are devectorized, as the Evaluator does).
+      arguments are devectorized, as the Evaluator does). Only parameters
+      the expression reads are program inputs: Nx passes arguments as
+      functions, and the others are never called (a lazy container's
+      unused fields are not computed, as with the Evaluator).
     * `:constant` - `Emily.Backend.constant/3` (a scalar or a filled
       tensor, deduplicated by the engine).
     * `:tensor` - a tensor the expression holds (closure weights): copied to
@@ -78,7 +81,8 @@ defmodule Emily.Compiler do
       (or the override from `:hooks`) is called with it, in the order the
       Evaluator calls them. A hook inside a `cond` clause fires only when
       that clause is taken (its clause's condition is an output too, read
-      before calling).
+      before calling); a hooked value that clauses and the code outside
+      them share fires whenever any of them reaches it, once.
 
   Two things cannot be one program: `:runtime_call` (an Elixir function
   on intermediate values) and hooks inside `while` (a call per
@@ -289,7 +293,11 @@ defmodule Emily.Compiler do
 
     placeholders =
       Enum.map(params, fn %T{type: type, shape: shape} ->
-        Native.placeholder(Emily.Backend.Util.engine_type!(type, :parameter), Tuple.to_list(shape), device_index)
+        Native.placeholder(
+          Emily.Backend.Util.engine_type!(type, :parameter),
+          Tuple.to_list(shape),
+          device_index
+        )
       end)
 
     traced =
@@ -299,11 +307,14 @@ defmodule Emily.Compiler do
 
     entry =
       try do
-        {result, hooks} = Lower.lower(expr, List.to_tuple(traced), backend_opts, fuse)
+        {result, hooks, used} = Lower.lower(expr, List.to_tuple(traced), backend_opts, fuse)
         {program_outputs, hook_specs} = hook_outputs(hooks)
         user_refs = result |> List.wrap() |> Composite.flatten_list() |> Enum.map(& &1.data.ref)
-        program = Native.program_new(placeholders, user_refs ++ program_outputs, fuse, false)
-        {:program, program, out_template, length(user_refs), hook_specs, device_index}
+        # The program's inputs are the parameters the expression reads: the
+        # arguments of the others are never asked for (see run/6).
+        inputs = Enum.map(used, &Enum.at(placeholders, &1))
+        program = Native.program_new(inputs, user_refs ++ program_outputs, fuse, false)
+        {:program, program, out_template, length(user_refs), hook_specs, device_index, used}
       catch
         {:emily_fallback, reason} -> {:evaluator, reason, device}
       end
@@ -331,7 +342,7 @@ defmodule Emily.Compiler do
   defp emit_compile(entry, start, arity) do
     {measurements, metadata} =
       case entry do
-        {:program, program, _, _, hooks, _} ->
+        {:program, program, _, _, hooks, _, _} ->
           stats = Native.program_stats(program)
 
           {%{duration: System.monotonic_time() - start},
@@ -354,15 +365,28 @@ defmodule Emily.Compiler do
 
   # ---- run -------------------------------------------------------------------
 
-  defp run({:program, program, out_template, n_out, hook_specs, device}, args, _key, _vars, _fun, opts) do
-    refs = input_refs(args, device)
+  defp run(
+         {:program, program, out_template, n_out, hook_specs, device, used},
+         args,
+         _key,
+         _vars,
+         _fun,
+         opts
+       ) do
+    refs = input_refs(args, used, device)
     outputs = Native.program_run(program, refs)
     {results, rest} = Enum.split(outputs, n_out)
 
     if hook_specs != [], do: run_hooks(hook_specs, rest, Keyword.get(opts, :hooks, %{}))
 
     {result, []} = fill(out_template, results)
-    result
+
+    # Inside another function's trace (a jit forced with `on_conflict:
+    # :force` from a transform), the results become constants of that
+    # expression, and Nx.Defn.Expr embeds Nx.BinaryBackend tensors only.
+    if Nx.Defn.Compiler.current(),
+      do: Composite.traverse(result, &Nx.backend_copy(&1, Nx.BinaryBackend)),
+      else: result
   end
 
   defp run({:evaluator, _reason, device}, args, key, vars, fun, opts) do
@@ -380,16 +404,21 @@ defmodule Emily.Compiler do
     end)
   end
 
-  # The refs of the arguments (zero-arity functions, as Nx gives them), on
+  # The refs of the arguments the program reads (zero-arity functions, as
+  # Nx gives them, in parameter order: only those of `used` are called), on
   # the program's device. Tensors of other backends are copied in.
-  defp input_refs(args, device) do
-    refs = Enum.map(args, &input_ref(&1.(), device))
+  defp input_refs(args, used, device) do
+    refs = args |> select_used(used, 0) |> Enum.map(&input_ref(&1.(), device))
 
     case Native.array_devices(refs) do
       :cpu when device == 0 -> refs
       _ -> Enum.map(refs, &on_device(&1, device))
     end
   end
+
+  defp select_used(_args, [], _i), do: []
+  defp select_used([arg | args], [i | used], i), do: [arg | select_used(args, used, i + 1)]
+  defp select_used([_arg | args], used, i), do: select_used(args, used, i + 1)
 
   defp input_ref(%T{data: %Emily.Backend{ref: ref}}, _device), do: ref
 
@@ -412,7 +441,9 @@ defmodule Emily.Compiler do
       {fire?, refs} =
         if guarded? do
           [guard | refs] = refs
-          {Nx.to_number(%T{type: {:u, 8}, shape: {}, names: [], data: %Emily.Backend{ref: guard}}) != 0, refs}
+
+          {Nx.to_number(%T{type: {:u, 8}, shape: {}, names: [], data: %Emily.Backend{ref: guard}}) !=
+             0, refs}
         else
           {true, refs}
         end

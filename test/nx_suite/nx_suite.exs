@@ -13,11 +13,29 @@ defmodule NxSuite.Exclusions do
 
   @table __MODULE__
 
-  @doc "All exclusions: %{nx: ..., nx_doctests: ..., axon: ..., axon_doctests: ...}."
-  def all, do: Code.eval_file(Path.join(__DIR__, "exclusions.exs")) |> elem(0)
+  @doc """
+  The exclusions that apply in `mode` (:backend, :compiler or :binary):
+  %{nx: ..., nx_doctests: ..., axon: ..., axon_doctests: ...}, each value
+  {category, reason}. An entry of exclusions.exs written {category,
+  reason, modes} applies in those modes only (what fails because of
+  Emily.Compiler, say, runs in backend mode); {category, reason} in all.
+  """
+  def all(mode \\ :backend) do
+    Path.join(__DIR__, "exclusions.exs")
+    |> Code.eval_file()
+    |> elem(0)
+    |> Map.new(fn {group, entries} -> {group, for_mode(entries, mode)} end)
+  end
 
-  def load!(suite) do
-    all = all()
+  defp for_mode(entries, mode) do
+    for {key, value} <- entries, entry = in_mode(value, mode), into: %{}, do: {key, entry}
+  end
+
+  defp in_mode({category, reason}, _mode), do: {category, reason}
+  defp in_mode({category, reason, modes}, mode) when is_list(modes), do: if(mode in modes, do: {category, reason})
+
+  def load!(suite, mode) do
+    all = all(mode)
     :ets.new(@table, [:named_table, :public, :set])
     :ets.insert(@table, {:entries, Map.fetch!(all, suite)})
     :ets.insert(@table, {:doctests, Map.fetch!(all, :"#{suite}_doctests")})
@@ -162,14 +180,25 @@ defmodule NxSuite.Source do
   #     NxSuite.Exclusions for skip tags;
   #   * `substitutions` (the mode's: `Nx.Defn.Evaluator` becomes
   #     `Emily.Compiler` in compiler mode; Axon's choice of backend and
-  #     compiler) are made on the text.
+  #     compiler) are made on the text: {from, to} in every file,
+  #     {file, from, to} in that file only (raising if `from` is not there).
 
   @defn [:defn, :defnp, :defn_, :defnp_]
 
   def compile(path, key, substitutions) do
     source =
-      Enum.reduce(substitutions, File.read!(path), fn {from, to}, text ->
-        String.replace(text, from, to)
+      Enum.reduce(substitutions, File.read!(path), fn
+        {from, to}, text ->
+          String.replace(text, from, to)
+
+        # A file's own substitution must apply: one that no longer matches
+        # the vendored text is stale.
+        {^key, from, to}, text ->
+          unless String.contains?(text, from), do: raise(ArgumentError, "stale substitution for #{key}: #{inspect(from)}")
+          String.replace(text, from, to)
+
+        {_other_file, _from, _to}, text ->
+          text
       end)
 
     ast = Code.string_to_quoted!(source, file: path)
@@ -226,13 +255,40 @@ defmodule NxSuite.Report do
   # An ExUnit formatter: collects every finished test by file and, when the
   # suite finishes, prints a table of tests / passed / failed / excluded per
   # file, the exclusions with their reasons, and (with `failures: true`)
-  # each failure's first lines.
+  # each failure's first lines. With `trace: true` it prints each test's
+  # name as it starts (to find one that hangs).
+  #
+  # It is also the per-file time limit (`timeout`, seconds): a test stuck
+  # inside a NIF cannot be interrupted by ExUnit's own timeout (nor by
+  # SIGTERM), so a test module (a file of the suite) that has run longer
+  # than that ends the run: the tests running then are named, the table
+  # of what finished is printed, and the VM halts with status 2.
   use GenServer
 
-  def init(opts), do: {:ok, %{opts: Keyword.fetch!(opts, :nx_suite), tests: []}}
+  @tick 5_000
+
+  def init(opts) do
+    opts = Keyword.fetch!(opts, :nx_suite)
+    if opts[:timeout], do: Process.send_after(self(), :tick, @tick)
+    {:ok, %{opts: opts, tests: [], modules: %{}, running: %{}}}
+  end
+
+  def handle_cast({:module_started, %ExUnit.TestModule{name: name, file: file}}, state) do
+    {:noreply, put_in(state.modules[name], {file, System.monotonic_time(:second)})}
+  end
+
+  def handle_cast({:module_finished, %ExUnit.TestModule{name: name}}, state) do
+    {:noreply, %{state | modules: Map.delete(state.modules, name)}}
+  end
+
+  def handle_cast({:test_started, %ExUnit.Test{} = test}, state) do
+    if state.opts[:trace], do: IO.puts("  running #{test_name(test, state.opts)}")
+    {:noreply, put_in(state.running[{test.module, test.name}], test)}
+  end
 
   def handle_cast({:test_finished, %ExUnit.Test{} = test}, state) do
-    {:noreply, %{state | tests: [test | state.tests]}}
+    running = Map.delete(state.running, {test.module, test.name})
+    {:noreply, %{state | tests: [test | state.tests], running: running}}
   end
 
   def handle_cast({:suite_finished, _times}, state) do
@@ -241,6 +297,27 @@ defmodule NxSuite.Report do
   end
 
   def handle_cast(_event, state), do: {:noreply, state}
+
+  def handle_info(:tick, state) do
+    now = System.monotonic_time(:second)
+    limit = state.opts[:timeout]
+    over = for {_name, {file, start}} <- state.modules, now - start > limit, do: file
+
+    if over != [] do
+      root = Keyword.fetch!(state.opts, :root)
+      files = Enum.map_join(Enum.uniq(over), ", ", &Path.relative_to(&1, root))
+      IO.puts("\ntime limit: #{files} ran longer than #{limit} s; running now:")
+      for test <- Map.values(state.running), do: IO.puts("  #{test_name(test, state.opts)}")
+      print(Enum.reverse(state.tests), state.opts)
+      System.halt(2)
+    end
+
+    Process.send_after(self(), :tick, @tick)
+    {:noreply, state}
+  end
+
+  defp test_name(test, opts),
+    do: "#{Path.relative_to(test.tags.file, Keyword.fetch!(opts, :root))}:#{test.tags.line} #{test.name}"
 
   defp outcome(%{state: nil}), do: :passed
   defp outcome(%{state: {:failed, _}}), do: :failed

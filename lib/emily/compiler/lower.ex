@@ -6,11 +6,23 @@ defmodule Emily.Compiler.Lower do
   # callbacks only build engine nodes, so the graph recorded is exactly the
   # one eager Nx on Emily.Backend builds for the same ops.
   #
-  # The walk returns the output values (Emily.Backend tensors) and the hooks
+  # The walk returns the output values (Emily.Backend tensors), the hooks
   # met on the way: {callback_spec, value, guard}, where value is the
   # container of tensors the hook receives and guard is nil or a u8 scalar
-  # tensor (the condition of the cond clause the hook sits in). Emily.Compiler
-  # makes both program outputs and calls the hooks after each run.
+  # tensor (when the hook is reached only through cond clauses: the
+  # condition that one of them is taken), and the indices of the parameters
+  # the expression reads. Emily.Compiler makes values and guards program
+  # outputs and calls the hooks after each run; only the parameters read
+  # are inputs (Nx gives arguments as thunks, and the Evaluator calls only
+  # those of parameters it meets: a lazy container's unused fields are
+  # never computed).
+  #
+  # Nodes are memoized by id across cond clauses and the code outside them
+  # (values are pure, and every clause is computed anyway), so a hooked
+  # node first reached inside a clause and then outside it is a memo hit
+  # the second time. Each memo entry therefore records the hooks its
+  # subtree holds, and a hit under a weaker guard widens theirs: a hook
+  # fires when any path that reaches it is taken, once.
   #
   # What cannot be one engine program throws {:emily_fallback, reason}:
   # runtime_call (an Elixir function in the middle of the graph) and hooks
@@ -40,13 +52,34 @@ defmodule Emily.Compiler.Lower do
   Walks `expr` (a container of Expr tensors) with `params` (a tuple of
   Emily.Backend tensors, by parameter index). `backend_opts` are the
   Emily.Backend options creation ops use; `fuse` is passed to the
-  programs made for while loops. Returns `{outputs, hooks}`.
+  programs made for while loops. Returns `{outputs, hooks, used}` (`used`:
+  the indices of the parameters read, ascending).
   """
   def lower(expr, params, backend_opts, fuse) do
-    ctx = %{params: params, guard: nil, in_while: false, opts: backend_opts, fuse: fuse}
-    {result, acc} = composite_eval(expr, ctx, %{memo: %{}, hooks: []})
-    {result, Enum.reverse(acc.hooks)}
+    ctx = %{
+      params: params,
+      top: true,
+      guard: nil,
+      in_while: false,
+      opts: backend_opts,
+      fuse: fuse
+    }
+
+    {result, acc} = composite_eval(expr, ctx, new_acc())
+
+    hooks =
+      acc.hooks
+      |> Map.values()
+      |> Enum.sort()
+      |> Enum.map(fn {_order, spec, value, guard} -> {spec, value, guard} end)
+
+    {result, hooks, acc.used |> Map.keys() |> Enum.sort()}
   end
+
+  # memo: id => {value, hooks its subtree reaches}; hooks: hook node id =>
+  # {order, spec, value, guard}; reached: the hooks the subtree being
+  # walked reaches so far; used: parameter indices read (top level).
+  defp new_acc, do: %{memo: %{}, hooks: %{}, reached: %{}, used: %{}}
 
   defp fallback!(reason), do: throw({:emily_fallback, reason})
 
@@ -62,19 +95,49 @@ defmodule Emily.Compiler.Lower do
 
   defp eval(%T{data: %Expr{id: id, op: op, args: args}} = ans, ctx, acc) do
     case acc.memo do
-      %{^id => value} ->
-        {value, acc}
+      %{^id => {value, reached}} ->
+        acc = if reached == %{}, do: acc, else: widen(acc, reached, ctx.guard)
+        {value, %{acc | reached: Map.merge(acc.reached, reached)}}
 
       %{} ->
-        {value, acc} = eval_apply(op, args, ans, ctx, acc)
-        {value, %{acc | memo: Map.put(acc.memo, id, value)}}
+        outer = acc.reached
+        {value, acc} = eval_apply(op, args, ans, ctx, %{acc | reached: %{}})
+        reached = acc.reached
+
+        {value,
+         %{
+           acc
+           | memo: Map.put(acc.memo, id, {value, reached}),
+             reached: Map.merge(outer, reached)
+         }}
     end
   end
 
   # Numbers and other non-tensors inside containers pass through.
   defp eval(other, _ctx, acc), do: {other, acc}
 
+  # The hooks of a memoized subtree, reached again under `guard`: each
+  # fires when its guard or this one holds (nil: always).
+  defp widen(acc, reached, guard) do
+    hooks =
+      Enum.reduce(Map.keys(reached), acc.hooks, fn id, hooks ->
+        Map.update!(hooks, id, fn {order, spec, value, old} ->
+          {order, spec, value, either(old, guard)}
+        end)
+      end)
+
+    %{acc | hooks: hooks}
+  end
+
+  defp either(nil, _guard), do: nil
+  defp either(_guard, nil), do: nil
+  defp either(%T{data: %{ref: ref}} = guard, %T{data: %{ref: ref}}), do: guard
+  defp either(a, b), do: Nx.logical_or(a, b)
+
   defp eval_apply(:tensor, [t], _ans, ctx, acc), do: {capture(t, ctx.opts), acc}
+
+  defp eval_apply(:parameter, [i], _ans, %{top: true} = ctx, acc),
+    do: {elem(ctx.params, i), %{acc | used: Map.put(acc.used, i, true)}}
 
   defp eval_apply(:parameter, [i], _ans, ctx, acc), do: {elem(ctx.params, i), acc}
 
@@ -86,7 +149,7 @@ defmodule Emily.Compiler.Lower do
     {elem(tuple, i), acc}
   end
 
-  defp eval_apply(:hook, [tensor_expr, spec, template, _ref], _ans, ctx, acc) do
+  defp eval_apply(:hook, [tensor_expr, spec, template, _ref], ans, ctx, acc) do
     if ctx.in_while, do: fallback!("a hook inside while runs once per iteration")
     {value, acc} = composite_eval(tensor_expr, ctx, acc)
 
@@ -100,7 +163,9 @@ defmodule Emily.Compiler.Lower do
           {spec, value, acc}
       end
 
-    acc = %{acc | hooks: [{hooked_spec, hooked_value, ctx.guard} | acc.hooks]}
+    id = ans.data.id
+    hook = {map_size(acc.hooks), hooked_spec, hooked_value, ctx.guard}
+    acc = %{acc | hooks: Map.put(acc.hooks, id, hook), reached: Map.put(acc.reached, id, true)}
 
     result =
       case template do
@@ -118,8 +183,8 @@ defmodule Emily.Compiler.Lower do
     # A backend that applies the function itself gets a closure that lowers
     # the body on the tensors it is given (as the Evaluator's does).
     run = fn args ->
-      ctx = %{ctx | params: List.to_tuple(Enum.map(args, &Nx.to_tensor/1))}
-      {result, _acc} = composite_eval(expr, ctx, %{memo: %{}, hooks: []})
+      ctx = %{ctx | params: List.to_tuple(Enum.map(args, &Nx.to_tensor/1)), top: false}
+      {result, _acc} = composite_eval(expr, ctx, new_acc())
       result
     end
 
@@ -243,7 +308,12 @@ defmodule Emily.Compiler.Lower do
     {taken, none_before} =
       Enum.map_reduce(conds, nil, fn cond, none_before ->
         taken = if none_before, do: Nx.logical_and(cond, none_before), else: cond
-        none_before = if none_before, do: Nx.logical_and(none_before, Nx.logical_not(cond)), else: Nx.logical_not(cond)
+
+        none_before =
+          if none_before,
+            do: Nx.logical_and(none_before, Nx.logical_not(cond)),
+            else: Nx.logical_not(cond)
+
         {taken, none_before}
       end)
 
@@ -258,7 +328,9 @@ defmodule Emily.Compiler.Lower do
     result =
       Enum.zip(conds, bodies)
       |> Enum.reverse()
-      |> Enum.reduce(last_value, fn {cond, body}, otherwise -> select_leaves(cond, body, otherwise) end)
+      |> Enum.reduce(last_value, fn {cond, body}, otherwise ->
+        select_leaves(cond, body, otherwise)
+      end)
 
     {result, acc}
   end
@@ -288,17 +360,17 @@ defmodule Emily.Compiler.Lower do
     state = Composite.flatten_list([initial])
     refs = Enum.map(state, & &1.data.ref)
     device = device_index(ctx.opts)
-    sub = %{ctx | guard: nil, in_while: true}
+    sub = %{ctx | guard: nil, in_while: true, top: false}
 
     cond_program =
       sub_program(state, device, ctx.fuse, fn params ->
-        {pred, _} = eval(pred, %{sub | params: params}, %{memo: %{}, hooks: []})
+        {pred, _} = eval(pred, %{sub | params: params}, new_acc())
         [pred.data.ref]
       end)
 
     body_program =
       sub_program(state, device, ctx.fuse, fn params ->
-        {next, _} = composite_eval(block, %{sub | params: params}, %{memo: %{}, hooks: []})
+        {next, _} = composite_eval(block, %{sub | params: params}, new_acc())
         next |> List.wrap() |> Composite.flatten_list() |> Enum.map(& &1.data.ref)
       end)
 

@@ -87,6 +87,26 @@ defmodule Emily.Compiler.DefnTest.Fns do
 
   defn printed(x), do: print_value(x * 3, label: "emily") + 1
 
+  # The hooked value is first reached inside the cond clause (the left
+  # operand), then outside it: the hook fires whichever clause is taken.
+  defn hooked_before_cond(bool, x) do
+    res = hook(x + 1, :shared)
+    branch = if bool, do: res, else: 0
+    branch * res
+  end
+
+  # The same hooked node reached from both clauses: it fires once.
+  defn hooked_in_both_clauses(bool, x) do
+    res = hook(x * 2, :both) + 1
+    if bool, do: res, else: -res
+  end
+
+  deftransformp nested_forced(x) do
+    Nx.Defn.jit(&Nx.multiply/2, compiler: Emily.Compiler, on_conflict: :force).(x, x)
+  end
+
+  defn with_nested_jit(y), do: y + nested_forced(Nx.tensor(3.0, backend: Nx.BinaryBackend))
+
   # What the deprecated create_token/hook_token/attach_token expand to.
   def token_hook(x) do
     {token, _} = Nx.Defn.Expr.add_hook(Nx.Defn.Token.new(), Nx.add(x, 5), :plus_five, nil)
@@ -253,6 +273,26 @@ defmodule Emily.Compiler.DefnTest do
       refute_received {:positive, _}
     end
 
+    test "a hooked node shared by a cond clause and the code outside fires on every call" do
+      parent = self()
+      jit = Nx.Defn.jit(&Fns.hooked_before_cond/2, compiler: Emily.Compiler, hooks: %{shared: &send(parent, {:shared, &1})})
+
+      for {bool, expected} <- [{0, 0.0}, {1, 9.0}] do
+        assert Nx.to_number(jit.(bool, Nx.tensor(2.0))) == expected
+        assert_received {:shared, value}
+        assert Nx.to_number(value) == 3.0
+        refute_received {:shared, _}
+      end
+
+      both = Nx.Defn.jit(&Fns.hooked_in_both_clauses/2, compiler: Emily.Compiler, hooks: %{both: &send(parent, {:both, &1})})
+
+      for {bool, expected} <- [{0, -5.0}, {1, 5.0}] do
+        assert Nx.to_number(both.(bool, Nx.tensor(2.0))) == expected
+        assert_received {:both, _}
+        refute_received {:both, _}
+      end
+    end
+
     test "token hooks and print_value" do
       parent = self()
       jit = Nx.Defn.jit(&Fns.token_hook/1, compiler: Emily.Compiler, hooks: %{plus_five: &send(parent, {:plus_five, &1})})
@@ -277,6 +317,24 @@ defmodule Emily.Compiler.DefnTest do
     assert Nx.to_flat_list(got) == [4.0, 6.0]
     assert_received {:event, _, %{mode: :evaluator}}
     :telemetry.detach(handler)
+  end
+
+  test "only the arguments of parameters the function reads are asked for" do
+    parent = self()
+    # Nx passes each argument as a thunk (a lazy container's fields are
+    # such thunks, computed only when asked for): the compiler is called as
+    # Nx.Defn.jit calls it.
+    vars = for i <- 0..2, do: Nx.Defn.Expr.parameter(Nx.template({1}, :f32), :root, i)
+    thunk = fn v -> fn -> send(parent, {:asked, v}) && Nx.tensor([v * 1.0]) end end
+    [result] = Emily.Compiler.__jit__(make_ref(), vars, fn [x, _y, z] -> Nx.add(x, z) end, [Enum.map(1..3, thunk)], [])
+    assert Nx.to_flat_list(result) == [4.0]
+    assert_received {:asked, 1}
+    refute_received {:asked, 2}
+    assert_received {:asked, 3}
+  end
+
+  test "a jit forced inside another's trace returns tensors the trace can embed" do
+    assert Nx.to_number(Nx.Defn.jit(&Fns.with_nested_jit/1, compiler: Emily.Compiler).(Nx.tensor(1.0))) == 10.0
   end
 
   describe "cache" do
