@@ -21,9 +21,12 @@ defmodule Emily.Compiler do
       normalisations they feed. Results may then differ from eager
       `Emily.Backend` in the last bits (float rounding order); with
       `fuse: false` they are bit-identical to it.
-    * `:device` (default `:cpu`) - `:cpu`, `:gpu` or `{:gpu, index}`: where
-      the program runs. Arguments living elsewhere are copied there;
-      results live there (`__to_backend__/1` says so to Nx).
+    * `:device` - `:cpu`, `:gpu` or `{:gpu, index}`: where the program
+      runs. Arguments living elsewhere are copied there; results live there
+      (`__to_backend__/1` says so to Nx). The default is the device of the
+      process's default backend when that is `Emily.Backend` (so
+      `Nx.global_default_backend({Emily.Backend, device: :gpu})` is all a
+      GPU program needs), else `:cpu`.
     * `:hooks` - Nx's map of hook overrides (see `Nx.Defn.Kernel.hook/3`).
     * `:max_concurrency` (default 1) - partitions an `Nx.Serving` starts
       (`__partitions_options__/1`).
@@ -140,7 +143,7 @@ defmodule Emily.Compiler do
 
   @impl true
   def __to_backend__(opts) do
-    {Emily.Backend, device: Keyword.get(opts, :device, :cpu)}
+    {Emily.Backend, device: device(opts)}
   end
 
   # ---- cache -----------------------------------------------------------------
@@ -175,12 +178,21 @@ defmodule Emily.Compiler do
     ])
   end
 
+  defp device(opts) do
+    Keyword.get_lazy(opts, :device, fn ->
+      case Nx.default_backend() do
+        {Emily.Backend, backend_opts} -> Keyword.get(backend_opts, :device, :cpu)
+        _ -> :cpu
+      end
+    end)
+  end
+
   # Entries: {cache_key, entry, last_used, hits}. A hit is one lookup and one
   # update_counter (last_used set, hits counted); last_used values are
   # monotonic unique integers, ordered across processes.
   defp fetch(key, vars, fun, opts) do
     fuse = Keyword.get(opts, :fuse, true)
-    device = Keyword.get(opts, :device, :cpu)
+    device = device(opts)
 
     if small?(key) do
       fetch_cached({key, fuse, device, vars_key(vars)}, vars, fun, fuse, device)

@@ -405,4 +405,17 @@ defmodule Emily.Compiler.DefnTest do
     :telemetry.attach(id, event, &__MODULE__.forward/4, self())
     id
   end
+
+  test "the device defaults to the default backend's (GPU programs need no :device)" do
+    previous = Nx.default_backend({Emily.Backend, device: :gpu})
+
+    try do
+      assert Emily.Compiler.__to_backend__([]) == {Emily.Backend, device: :gpu}
+      assert Emily.Compiler.__to_backend__(device: :cpu) == {Emily.Backend, device: :cpu}
+      Nx.default_backend(Nx.BinaryBackend)
+      assert Emily.Compiler.__to_backend__([]) == {Emily.Backend, device: :cpu}
+    after
+      Nx.default_backend(previous)
+    end
+  end
 end
