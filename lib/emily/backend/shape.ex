@@ -56,7 +56,7 @@ defmodule Emily.Backend.Shape do
         stops = Enum.zip_with(starts, lengths, &(&1 + &2))
         Native.slice(ref, starts, stops, strides)
       else
-        Native.dynamic_slice(ref, starts_ref(starts), lengths, strides)
+        Native.dynamic_slice(ref, starts_ref(starts, ref), lengths, strides)
       end
 
     Util.wrap(out, ref, [tensor])
@@ -78,7 +78,7 @@ defmodule Emily.Backend.Shape do
 
         Native.put_slice(t, clamped, s)
       else
-        Native.dynamic_put_slice(t, starts_ref(starts), s)
+        Native.dynamic_put_slice(t, starts_ref(starts, t), s)
       end
 
     Util.wrap(out, ref, [tensor, slice])
@@ -112,11 +112,13 @@ defmodule Emily.Backend.Shape do
     Util.wrap(out, ref, [tensor])
   end
 
-  # A 1-D s64 engine tensor holding the starts (integers and scalar tensors).
-  defp starts_ref(starts) do
+  # A 1-D s64 engine tensor holding the starts (integers and scalar
+  # tensors), on the device of `like` (the sliced tensor's ref): the
+  # integers' pieces are made on the CPU and must join the others there.
+  defp starts_ref(starts, like) do
     starts
     |> Enum.map(fn
-      s when is_integer(s) -> Native.from_binary(<<s::signed-64-native>>, [1], {:s, 64})
+      s when is_integer(s) -> Native.from_binary(<<s::signed-64-native>>, [1], {:s, 64}) |> Util.on_device_of(like)
       %Nx.Tensor{} = t -> t |> Util.ref() |> Native.as_type({:s, 64}) |> Native.reshape([1])
     end)
     |> Native.concatenate(0)
