@@ -69,7 +69,7 @@ if [ -n "${EXSTAGE:-}" ]; then
     file=$1
     shift
     ex -e "Application.ensure_all_started(:emily); Code.eval_file(\"examples/$file\")" "$@" 2>&1 |
-      tr '\r' '\n' | grep -vE "^Epoch: [0-9]+, Batch: ([0-9]|[0-3][0-9]|4[0-2])," | tail -12
+      tr '\r' '\n' | grep -vE "^Epoch: [0-9]+, Batch: ([0-9]|[0-3][0-9]|4[0-2])," | grep -vE "^ +\(|^epoch .*\[[#.]*\]$" | tail -30
   done
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
