@@ -37,6 +37,12 @@ end
 %{train: {x_train, y_train}, test: {x_test, y_test}} = Digits.load()
 centroids = Nx.Defn.jit(&NearestCentroid.fit/2, compiler: Emily.Compiler).(x_train, y_train)
 
+# The serving function is one-argument (a batch), so the centroids are
+# captured: a defn expression embeds captured tensors as constants, and only
+# Nx.BinaryBackend tensors can be embedded (Emily.Compiler brings the
+# constant onto its device once, when the program is built).
+centroids = Nx.backend_copy(centroids, Nx.BinaryBackend)
+
 serving =
   Nx.Serving.jit(&NearestCentroid.predict(&1, centroids), compiler: Emily.Compiler)
   |> Nx.Serving.client_preprocessing(fn image -> {Nx.Batch.stack([image]), :ok} end)
