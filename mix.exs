@@ -4,6 +4,16 @@
 # a build script, not part of the library.
 Code.require_file("lib/mix/tasks/compile.emily_nif.ex", __DIR__)
 
+# Offline machines (no Hex registry) take Nx and its neighbours from the
+# vendored sources beside the checkout; Mix must still be able to read the
+# Hex entries that those projects' own mix.exs files list, which the stub
+# allows (it never fetches). Everywhere else they come from Hex.
+vendor = Path.expand("../shared/vendor", __DIR__)
+
+if File.dir?(vendor) and not Code.ensure_loaded?(Hex) do
+  Code.require_file(Path.join(vendor, "offline_hex_stub.exs"))
+end
+
 defmodule Emily.MixProject do
   use Mix.Project
 
@@ -11,17 +21,42 @@ defmodule Emily.MixProject do
     [
       app: :emily,
       version: "0.1.0",
-      elixir: "~> 1.14",
+      elixir: "~> 1.17",
       start_permanent: Mix.env() == :prod,
       # The C build runs first so that Emily.Native finds priv/emily_nif.so
       # when it is loaded during compilation and in `mix test`.
       compilers: [:emily_nif] ++ Mix.compilers(),
       # lib/mix holds the build script above; it is not part of the app.
       elixirc_paths: ["lib/emily.ex", "lib/emily"],
-      deps: [],
+      deps: deps(),
       docs: [main: "Emily"]
     ]
   end
+
+  # nx, complex and telemetry as path dependencies from ../shared/vendor when
+  # it exists (override: Nx 0.13 asks for complex ~> 0.7, the vendored
+  # snapshot says 0.6.0 with 0.7's behaviour patched in), else from Hex.
+  @vendor Path.expand("../shared/vendor", __DIR__)
+  defp deps do
+    if File.dir?(@vendor) do
+      [
+        {:nx, path: vendor("nx-0.13.1"), override: true},
+        {:complex, path: vendor("complex"), override: true},
+        {:telemetry, path: vendor("telemetry-1.3.0"), override: true},
+        {:polaris, path: vendor("polaris-0.1.0"), override: true, only: [:dev, :test]},
+        {:axon, path: vendor("axon-0.8.1"), only: [:dev, :test]}
+      ]
+    else
+      [
+        {:nx, "~> 0.13"},
+        {:telemetry, "~> 1.3"},
+        {:polaris, "~> 0.1", only: [:dev, :test]},
+        {:axon, "~> 0.8", only: [:dev, :test]}
+      ]
+    end
+  end
+
+  defp vendor(name), do: Path.join(@vendor, name)
 
   def application do
     [

@@ -1,5 +1,5 @@
 # Issue #5 bench (b): an 8-op elementwise chain on 16M f32 through the
-# Elixir API, eager vs Emily.Compiler.jit vs jit(fuse: true), and numpy on
+# Elixir API, eager Nx on Emily.Backend vs Emily.Compiler vs Emily.Compiler (fuse: true), and numpy on
 # the same expressions in the same run (bench/fusion_numpy.py, alternated
 # with the Elixir rounds). Times are ms per call, build + evaluate (the
 # result stays in the engine), median over rounds of each round's median.
@@ -8,7 +8,7 @@
 #
 # chain8: tanh(exp(-(x*a + b)^2) * c - x)         (exp and tanh dominate)
 # cheap8: max(|(x*a + b)^2 * c - x|, x) / c        (memory-bound unfused)
-alias Emily.Tensor, as: T
+Nx.default_backend(Emily.Backend)
 
 rounds =
   case System.argv() do
@@ -18,26 +18,26 @@ rounds =
 
 reps = 7
 n = 16 * 1024 * 1024
-{x, _} = T.Random.uniform(T.Random.key(1), -2.0, 2.0, shape: {n}, type: {:f, 32})
-Emily.eval(x.ref)
-[a, b, c] = Enum.map([0.7, 0.1, 1.3], &T.tensor(&1, type: {:f, 32}))
+{x, _} = Nx.Random.uniform(Nx.Random.key(1), -2.0, 2.0, shape: {n}, type: {:f, 32})
+Emily.eval(x.data.ref)
+[a, b, c] = Enum.map([0.7, 0.1, 1.3], &Nx.tensor(&1, type: {:f, 32}))
 
 chains = %{
   "chain8_16M_f32" => fn x, a, b, c ->
-    t = T.add(T.multiply(x, a), b)
-    t |> T.multiply(t) |> T.negate() |> T.exp() |> T.multiply(c) |> T.subtract(x) |> T.tanh()
+    t = Nx.add(Nx.multiply(x, a), b)
+    t |> Nx.multiply(t) |> Nx.negate() |> Nx.exp() |> Nx.multiply(c) |> Nx.subtract(x) |> Nx.tanh()
   end,
   "cheap8_16M_f32" => fn x, a, b, c ->
-    t = T.add(T.multiply(x, a), b)
-    t |> T.multiply(t) |> T.multiply(c) |> T.subtract(x) |> T.abs() |> T.max(x) |> T.divide(c)
+    t = Nx.add(Nx.multiply(x, a), b)
+    t |> Nx.multiply(t) |> Nx.multiply(c) |> Nx.subtract(x) |> Nx.abs() |> Nx.max(x) |> Nx.divide(c)
   end
 }
 
 variants = fn fun ->
   [
     {"eager", fun},
-    {"jit", Emily.Compiler.jit(fun)},
-    {"jit+fuse", Emily.Compiler.jit(fun, fuse: true)}
+    {"jit", Nx.Defn.jit(fun, compiler: Emily.Compiler)},
+    {"jit+fuse", Nx.Defn.jit(fun, compiler: Emily.Compiler, fuse: true)}
   ]
 end
 
@@ -64,7 +64,7 @@ results =
         Enum.reduce(variants.(fun), acc, fn {variant, f}, acc ->
           run = fn ->
             out = f.(x, a, b, c)
-            Emily.eval(out.ref)
+            Emily.eval(out.data.ref)
           end
 
           Map.update(acc, {name, variant}, [time_ms.(run)], &[time_ms.(run) | &1])

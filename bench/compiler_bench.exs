@@ -9,31 +9,31 @@
 # median and the 10th/90th percentiles (the machine is shared and noisy:
 # compare within one run).
 
-alias Emily.Tensor, as: T
+Nx.default_backend(Emily.Backend)
 
 Code.require_file("support/timing.exs", __DIR__)
 
-[a, b, c, d] = for i <- 1..4, do: T.multiply(T.iota({4}, type: :f32), i * 1.0)
-Enum.each([a, b, c, d], &T.to_binary/1)
+[a, b, c, d] = for i <- 1..4, do: Nx.multiply(Nx.iota({4}, type: :f32), i * 1.0)
+Enum.each([a, b, c, d], &Nx.to_binary/1)
 
-one_op = fn a, b, c, d -> T.concatenate([a, b, c, d]) end
+one_op = fn a, b, c, d -> Nx.concatenate([a, b, c, d]) end
 
 ten_ops = fn a, b, c, d ->
   a
-  |> T.add(b)
-  |> T.multiply(c)
-  |> T.subtract(d)
-  |> T.exp()
-  |> T.add(a)
-  |> T.tanh()
-  |> T.multiply(b)
-  |> T.add(c)
-  |> T.negate()
-  |> T.sum()
+  |> Nx.add(b)
+  |> Nx.multiply(c)
+  |> Nx.subtract(d)
+  |> Nx.exp()
+  |> Nx.add(a)
+  |> Nx.tanh()
+  |> Nx.multiply(b)
+  |> Nx.add(c)
+  |> Nx.negate()
+  |> Nx.sum()
 end
 
-jit_one = Emily.Compiler.jit(one_op)
-jit_ten = Emily.Compiler.jit(ten_ops)
+jit_one = Nx.Defn.jit(one_op, compiler: Emily.Compiler)
+jit_ten = Nx.Defn.jit(ten_ops, compiler: Emily.Compiler)
 _ = jit_one.(a, b, c, d)
 _ = jit_ten.(a, b, c, d)
 
@@ -41,18 +41,18 @@ _ = jit_ten.(a, b, c, d)
 phs = for _ <- 1..4, do: Emily.Native.placeholder({:f, 32}, [4], 0)
 out = Emily.Native.concatenate(phs, 0)
 program = Emily.Native.program_new(phs, [out], false, false)
-refs = Enum.map([a, b, c, d], & &1.ref)
+refs = Enum.map([a, b, c, d], & &1.data.ref)
 
 cases = [
   {"1 op, 4 inputs: eager build", fn -> one_op.(a, b, c, d) end},
   {"1 op, 4 inputs: jit replay build", fn -> jit_one.(a, b, c, d) end},
   {"1 op, 4 inputs: Native.program_run only", fn -> Emily.Native.program_run(program, refs) end},
-  {"1 op, 4 inputs: eager build + read", fn -> T.to_binary(one_op.(a, b, c, d)) end},
-  {"1 op, 4 inputs: jit replay + read", fn -> T.to_binary(jit_one.(a, b, c, d)) end},
+  {"1 op, 4 inputs: eager build + read", fn -> Nx.to_binary(one_op.(a, b, c, d)) end},
+  {"1 op, 4 inputs: jit replay + read", fn -> Nx.to_binary(jit_one.(a, b, c, d)) end},
   {"10 ops, 4 inputs: eager build", fn -> ten_ops.(a, b, c, d) end},
   {"10 ops, 4 inputs: jit replay build", fn -> jit_ten.(a, b, c, d) end},
-  {"10 ops, 4 inputs: eager build + read", fn -> T.to_binary(ten_ops.(a, b, c, d)) end},
-  {"10 ops, 4 inputs: jit replay + read", fn -> T.to_binary(jit_ten.(a, b, c, d)) end}
+  {"10 ops, 4 inputs: eager build + read", fn -> Nx.to_binary(ten_ops.(a, b, c, d)) end},
+  {"10 ops, 4 inputs: jit replay + read", fn -> Nx.to_binary(jit_ten.(a, b, c, d)) end}
 ]
 
 IO.puts("Emily.Compiler replay overhead, µs per call (#{System.schedulers_online()} schedulers)")

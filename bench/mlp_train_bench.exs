@@ -1,6 +1,7 @@
 # One MLP training step (forward + backward + SGD update): Emily
-# (Emily.Compiler.value_and_grad, lazy graph then one eval; and the same
-# step under Emily.Compiler.jit) against
+# (Nx.Defn.value_and_grad run by Nx.Defn.Evaluator on Emily.Backend, op by op
+# into a lazy graph then one eval; and the same step compiled by
+# Emily.Compiler into one program) against
 # numpy's hand-written forward/backward and MLX CPU
 # (mx.compile(mx.value_and_grad(...))), in the same run.
 #
@@ -12,7 +13,7 @@
 # and the ratios (> 1: Emily is faster). MLX is optional (pip install mlx
 # mlx-cpu for the python3 on PATH).
 
-alias Emily.Tensor, as: T
+Nx.default_backend(Emily.Backend)
 
 reps =
   case System.argv() do
@@ -29,23 +30,23 @@ lr = 0.01
 counter_sin = fn shape, seed, scale ->
   n = shape |> Tuple.to_list() |> Enum.product()
 
-  T.iota({n}, type: :f64)
-  |> T.multiply(1.3)
-  |> T.add(seed)
-  |> T.sin()
-  |> T.multiply(scale)
-  |> T.as_type(:f32)
-  |> T.reshape(shape)
+  Nx.iota({n}, type: :f64)
+  |> Nx.multiply(1.3)
+  |> Nx.add(seed)
+  |> Nx.sin()
+  |> Nx.multiply(scale)
+  |> Nx.as_type(:f32)
+  |> Nx.reshape(shape)
 end
 
 x = counter_sin.({batch, 784}, 0.0, 1.0)
 
 y =
-  T.iota({batch, 1}, type: :s32)
-  |> T.multiply(7)
-  |> T.remainder(10)
-  |> T.equal(T.iota({1, 10}, type: :s32))
-  |> T.as_type(:f32)
+  Nx.iota({batch, 1}, type: :s32)
+  |> Nx.multiply(7)
+  |> Nx.remainder(10)
+  |> Nx.equal(Nx.iota({1, 10}, type: :s32))
+  |> Nx.as_type(:f32)
 
 params =
   sizes
@@ -54,34 +55,52 @@ params =
   |> Enum.flat_map(fn {{fan_in, fan_out}, i} ->
     [
       counter_sin.({fan_in, fan_out}, 1.0 + i, :math.sqrt(2.0 / fan_in)),
-      T.broadcast(T.tensor(0.0, type: :f32), {fan_out})
+      Nx.broadcast(Nx.tensor(0.0, type: :f32), {fan_out})
     ]
   end)
 
-loss_fn = fn [w1, b1, w2, b2, w3, b3] ->
-  h = x |> T.dot(w1) |> T.add(b1) |> T.max(0.0)
-  h = h |> T.dot(w2) |> T.add(b2) |> T.max(0.0)
-  z = h |> T.dot(w3) |> T.add(b3)
-  log_probs = T.subtract(z, T.logsumexp(z, axes: [1], keep_axes: true))
-  log_probs |> T.multiply(y) |> T.sum(axes: [1]) |> T.mean() |> T.negate()
+loss_fn = fn {w1, b1, w2, b2, w3, b3}, x, y ->
+  h = x |> Nx.dot(w1) |> Nx.add(b1) |> Nx.max(0.0)
+  h = h |> Nx.dot(w2) |> Nx.add(b2) |> Nx.max(0.0)
+  z = h |> Nx.dot(w3) |> Nx.add(b3)
+  log_probs = Nx.subtract(z, Nx.logsumexp(z, axes: [1], keep_axes: true))
+  log_probs |> Nx.multiply(y) |> Nx.sum(axes: [1]) |> Nx.mean() |> Nx.negate()
 end
 
-value_and_grad = Emily.Compiler.value_and_grad(loss_fn)
 
 eval_all = fn tensors ->
-  :ok = Emily.Native.await(Emily.Native.eval(Emily.Stream.current(), Enum.map(tensors, & &1.ref)))
+  :ok = Emily.Native.await(Emily.Native.eval(Emily.Stream.current(), Enum.map(tensors, & &1.data.ref)))
 end
 
 eval_all.([x, y | params])
 
-update = fn params ->
-  {loss, grads} = value_and_grad.(params)
-  {loss, Enum.zip_with(params, grads, fn p, g -> T.subtract(p, T.multiply(g, lr)) end)}
+# Parameters travel as a tuple (an Nx container); x and y are arguments so
+# that the compiled step does not capture them.
+step_fn = fn params, x, y ->
+  {loss, grads} = Nx.Defn.value_and_grad(params, &loss_fn.(&1, x, y))
+
+  new =
+    Enum.zip_with(Tuple.to_list(params), Tuple.to_list(grads), fn p, g ->
+      Nx.subtract(p, Nx.multiply(g, lr))
+    end)
+
+  {loss, List.to_tuple(new)}
 end
 
+eager_step = Nx.Defn.jit(step_fn, compiler: Nx.Defn.Evaluator)
+compiled_step = Nx.Defn.jit(step_fn, compiler: Emily.Compiler)
+
+to_update = fn jitted ->
+  fn params ->
+    {loss, new} = jitted.(List.to_tuple(params), x, y)
+    {loss, Tuple.to_list(new)}
+  end
+end
+
+update = to_update.(eager_step)
 # The same step traced once and replayed (forward, backward and update in
 # one program).
-compiled_update = Emily.Compiler.jit(update)
+compiled_update = to_update.(compiled_step)
 
 median = fn list ->
   sorted = Enum.sort(list)
@@ -97,7 +116,7 @@ run_steps = fn update ->
   step = fn params ->
     {loss, params} = update.(params)
     eval_all.([loss | params])
-    {params, T.to_number(loss)}
+    {params, Nx.to_number(loss)}
   end
 
   {times, losses, _params} =

@@ -37,26 +37,29 @@ build = [
   {"shape(m) + dtype(m)", fn -> {Native.shape(m), Native.dtype(m)} end}
 ]
 
-# The same ops through Emily.Tensor (the Nx-shaped API): the difference to
-# the Native rows above is the API layer's cost (type promotion, option
-# checks, struct wrapping).
-alias Emily.Tensor, as: T
-ta = T.tensor([1.0])
-tb = T.tensor([2.0])
-tm = T.iota({8, 8}, type: :f32)
+# The same ops through Nx on Emily.Backend: the difference to the Native rows
+# above is the API layer's cost (Nx's type promotion, option checks, struct
+# wrapping and the backend's dispatch).
+ta = Nx.tensor([1.0], backend: Emily.Backend)
+tb = Nx.tensor([2.0], backend: Emily.Backend)
+tm = Nx.iota({8, 8}, type: :f32, backend: Emily.Backend)
+sa = Nx.tensor(1.0, backend: Emily.Backend)
+sb = Nx.tensor(2.0, backend: Emily.Backend)
 
 tensor_build = [
-  {"Tensor.add(a, b)  [1-element f32]", fn -> T.add(ta, tb) end},
-  {"Tensor.add(a, 1.0)  [number operand]", fn -> T.add(ta, 1.0) end},
-  {"Tensor.exp(a)", fn -> T.exp(ta) end},
-  {"Tensor.sum(m, axes: [1])", fn -> T.sum(tm, axes: [1]) end},
-  {"Tensor.reshape(m, {4, 16})", fn -> T.reshape(tm, {4, 16}) end},
-  {"Tensor.transpose(m)", fn -> T.transpose(tm) end},
-  {"Tensor.dot(m, m)", fn -> T.dot(tm, tm) end}
+  {"Nx.add(a, b)  [1-element f32]", fn -> Nx.add(ta, tb) end},
+  {"Nx.add(a, 1.0)  [number operand]", fn -> Nx.add(ta, 1.0) end},
+  {"Nx.exp(a)", fn -> Nx.exp(ta) end},
+  {"Nx.sum(m, axes: [1])", fn -> Nx.sum(tm, axes: [1]) end},
+  {"Nx.reshape(m, {4, 16})", fn -> Nx.reshape(tm, {4, 16}) end},
+  {"Nx.transpose(m)", fn -> Nx.transpose(tm) end},
+  {"Nx.dot(m, m)", fn -> Nx.dot(tm, tm) end}
 ]
 
 tensor_round_trips = [
-  {"Tensor.to_number(Tensor.sum(Tensor.exp(m)))", fn -> T.to_number(T.sum(T.exp(tm))) end}
+  {"Nx.to_binary(Nx.add(a, b))  [build+eval+read]", fn -> Nx.to_binary(Nx.add(ta, tb)) end},
+  {"Nx.to_number(Nx.add(a, b))  [scalars]", fn -> Nx.to_number(Nx.add(sa, sb)) end},
+  {"Nx.to_number(Nx.sum(Nx.exp(m)))", fn -> Nx.to_number(Nx.sum(Nx.exp(tm))) end}
 ]
 
 round_trips = [

@@ -11,3 +11,7 @@ config :emily,
 config :emily,
   worker_queue_limit: 8192,
   await_timeout: :infinity
+
+# Tests attach anonymous functions as telemetry handlers, which :telemetry
+# reports at :info level each time (a hint about dispatch speed).
+if config_env() == :test, do: config(:logger, level: :warning)

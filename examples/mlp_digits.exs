@@ -1,199 +1,122 @@
 # Trains a 64-128-10 MLP (ReLU, softmax cross-entropy) on scikit-learn's
-# 8x8 handwritten digits with Emily's autodiff and SGD with momentum.
+# 8x8 handwritten digits, written by hand with Nx.Defn: the training step
+# (forward pass, backward pass from Nx.Defn.value_and_grad and the
+# SGD-with-momentum update) is one defn function compiled by Emily.Compiler,
+# traced once and replayed in one NIF call per batch.
 #
 #   mix run examples/mlp_digits.exs [epochs] [--gpu]
 #
-# With --gpu every tensor is created on CUDA device 0 (the default backend
-# becomes {Emily.Tensor, device: :gpu}), so the same code trains there.
-#
-# Needs python3-sklearn (scripts/setup.sh installs it) for the data file.
-# The training step (forward pass, backward pass from value_and_grad, and
-# the SGD-momentum update) is one function compiled with Emily.Compiler.jit:
-# traced once, then replayed in one NIF call per batch, and the loss, the
-# new parameters and the new velocities are evaluated in one call.
+# With --gpu the tensors live on CUDA device 0 (the default backend becomes
+# {Emily.Backend, device: :gpu}) and the step is compiled for it, so the
+# same code trains there. examples/axon_digits.exs trains the same data
+# with Axon. Needs python3-sklearn (scripts/setup.sh installs it).
 
-alias Emily.Compiler
-alias Emily.Tensor, as: T
+Code.require_file("support/digits.exs", __DIR__)
+
+defmodule MLPDigits do
+  import Nx.Defn
+
+  @momentum 0.9
+  @lr 0.05
+
+  defn logits(p, x) do
+    x |> Nx.dot(p.w1) |> Nx.add(p.b1) |> Nx.max(0.0) |> Nx.dot(p.w2) |> Nx.add(p.b2)
+  end
+
+  defn loss(p, x, y) do
+    z = logits(p, x)
+    log_probs = z - Nx.logsumexp(z, axes: [1], keep_axes: true)
+    -Nx.mean(Nx.sum(log_probs * y, axes: [1]))
+  end
+
+  defn train_step(params, velocity, x, y) do
+    {loss, grads} = value_and_grad(params, &loss(&1, x, y))
+
+    velocity = %{
+      w1: velocity.w1 * @momentum + grads.w1,
+      b1: velocity.b1 * @momentum + grads.b1,
+      w2: velocity.w2 * @momentum + grads.w2,
+      b2: velocity.b2 * @momentum + grads.b2
+    }
+
+    params = %{
+      w1: params.w1 - velocity.w1 * @lr,
+      b1: params.b1 - velocity.b1 * @lr,
+      w2: params.w2 - velocity.w2 * @lr,
+      b2: params.b2 - velocity.b2 * @lr
+    }
+
+    {loss, params, velocity}
+  end
+
+  defn(predict(p, x), do: Nx.argmax(logits(p, x), axis: 1))
+end
 
 {flags, rest, _} = OptionParser.parse(System.argv(), strict: [gpu: :boolean])
-
-epochs =
-  case rest do
-    [n] -> String.to_integer(n)
-    _ -> 12
-  end
-
+epochs = with [n] <- rest, do: String.to_integer(n), else: (_ -> 12)
 device = if flags[:gpu], do: :gpu, else: :cpu
-Emily.Tensor.global_default_backend({Emily.Tensor, device: device})
 
-# ---- data --------------------------------------------------------------
+Nx.global_default_backend({Emily.Backend, device: device})
+Nx.Defn.global_default_options(compiler: Emily.Compiler, device: device)
 
-# Debian's python3 (python3-sklearn), else the first python3 on the PATH
-# that has scikit-learn.
-path =
-  ["/usr/bin/python3", System.find_executable("python3")]
-  |> Enum.filter(&(&1 && File.exists?(&1)))
-  |> Enum.find_value(fn python ->
-    script =
-      "import os, sklearn; print(os.path.join(os.path.dirname(sklearn.__file__), " <>
-        "'datasets', 'data', 'digits.csv.gz'))"
+%{train: {x_train, y_train}, test: {x_test, y_test}} = Digits.load()
+one_hot = fn labels -> Nx.equal(Nx.new_axis(labels, 1), Nx.iota({1, 10})) |> Nx.as_type(:f32) end
 
-    case System.cmd(python, ["-c", script], stderr_to_stdout: true) do
-      {path, 0} -> path
-      _ -> nil
-    end
-  end) || raise "scikit-learn's digits data not found: install python3-sklearn"
-
-# The file's numbers are written as "0" or "0.0".
-parse_number = fn text ->
-  case Float.parse(text) do
-    {x, ""} -> x
-    _ -> raise "unexpected value in the digits file: #{inspect(text)}"
-  end
-end
-
-rows =
-  path
-  |> String.trim()
-  |> File.read!()
-  |> :zlib.gunzip()
-  |> String.split("\n", trim: true)
-  |> Enum.map(fn line -> line |> String.split(",") |> Enum.map(&parse_number.(&1)) end)
-
-# A fixed shuffle, then 80% train / 20% test.
-:rand.seed(:exsss, {2026, 11, 29})
-rows = Enum.shuffle(rows)
-n_test = div(length(rows), 5)
-{test_rows, train_rows} = Enum.split(rows, n_test)
-
-split_xy = fn rows ->
-  x = rows |> Enum.map(&Enum.take(&1, 64)) |> T.tensor(type: :f32)
-  labels = rows |> Enum.map(&trunc(List.last(&1)))
-  {x, labels}
-end
-
-{x_train, y_train} = split_xy.(train_rows)
-{x_test, y_test} = split_xy.(test_rows)
-
-# Standardise with the training set's statistics (constant pixels stay 0).
-mean = T.mean(x_train, axes: [0])
-std = x_train |> T.standard_deviation(axes: [0]) |> T.max(1.0e-3)
-standardise = fn x -> x |> T.subtract(mean) |> T.divide(std) end
-x_train = standardise.(x_train)
-x_test = standardise.(x_test)
-
-one_hot = fn labels ->
-  labels
-  |> T.tensor(type: :s32)
-  |> T.new_axis(1)
-  |> T.equal(T.iota({1, 10}, type: :s32))
-  |> T.as_type(:f32)
-end
-
-# ---- model ---------------------------------------------------------------
-
-init = fn {rows, cols} ->
-  scale = :math.sqrt(2.0 / rows)
-
-  for(_ <- 1..(rows * cols), do: :rand.normal() * scale)
-  |> T.tensor(type: :f32)
-  |> T.reshape({rows, cols})
-end
-
-params = %{
-  w1: init.({64, 128}),
-  b1: T.broadcast(T.tensor(0.0, type: :f32), {128}),
-  w2: init.({128, 10}),
-  b2: T.broadcast(T.tensor(0.0, type: :f32), {10})
-}
-
-logits = fn p, x ->
-  x |> T.dot(p.w1) |> T.add(p.b1) |> T.max(0.0) |> T.dot(p.w2) |> T.add(p.b2)
-end
-
-loss_fn = fn p, x, y ->
-  z = logits.(p, x)
-  log_probs = T.subtract(z, T.logsumexp(z, axes: [1], keep_axes: true))
-  log_probs |> T.multiply(y) |> T.sum(axes: [1]) |> T.mean() |> T.negate()
-end
-
-grad_fn = Compiler.value_and_grad(loss_fn)
+# He initialisation from a seeded key.
+key = Nx.Random.key(2026)
+{w1, key} = Nx.Random.normal(key, 0.0, :math.sqrt(2.0 / 64), shape: {64, 128})
+{w2, _key} = Nx.Random.normal(key, 0.0, :math.sqrt(2.0 / 128), shape: {128, 10})
+params = %{w1: w1, b1: Nx.broadcast(0.0, {128}), w2: w2, b2: Nx.broadcast(0.0, {10})}
+velocity = Map.new(params, fn {k, v} -> {k, Nx.multiply(v, 0.0)} end)
 
 accuracy = fn p, x, labels ->
-  predicted = logits.(p, x) |> T.argmax(axis: 1) |> T.to_flat_list()
-  hits = Enum.zip(predicted, labels) |> Enum.count(fn {a, b} -> a == b end)
-  hits / length(labels)
+  Nx.to_number(Nx.mean(Nx.equal(MLPDigits.predict(p, x), labels)))
 end
-
-# One evaluation for everything a step produces.
-eval_all = fn tensors ->
-  refs = Enum.map(tensors, & &1.ref)
-  :ok = Emily.Native.await(Emily.Native.eval(Emily.Stream.current(), refs))
-end
-
-# ---- training ------------------------------------------------------------
 
 batch = 64
-lr = 0.05
-momentum = 0.9
-n_train = elem(T.shape(x_train), 0)
+n_train = elem(Nx.shape(x_train), 0)
 batches = div(n_train, batch)
-velocity = Map.new(params, fn {k, v} -> {k, T.multiply(v, 0.0)} end)
-
-train_step =
-  Compiler.jit(fn params, velocity, xb, yb ->
-    {loss, grads} = grad_fn.(params, xb, yb)
-
-    velocity = Map.new(velocity, fn {k, v} -> {k, T.add(T.multiply(v, momentum), grads[k])} end)
-
-    params = Map.new(params, fn {k, p} -> {k, T.subtract(p, T.multiply(velocity[k], lr))} end)
-    {loss, params, velocity}
-  end)
-
 bar_width = 30
 
 IO.puts(
-  "MLP 64-128-10 on 8x8 digits (#{device}): #{n_train} train / #{n_test} test, " <>
-    "batch #{batch}, SGD momentum #{momentum}, lr #{lr}"
+  "MLP 64-128-10 on 8x8 digits (#{device}): #{n_train} train / #{elem(Nx.shape(x_test), 0)} test, " <>
+    "batch #{batch}, SGD momentum 0.9, lr 0.05, Emily.Compiler"
 )
 
 started = System.monotonic_time(:millisecond)
+:rand.seed(:exsss, {2026, 11, 29})
 
 {params, _velocity} =
   Enum.reduce(1..epochs, {params, velocity}, fn epoch, {params, velocity} ->
     # A fresh order of the training rows each epoch (seeded).
-    order = Enum.shuffle(0..(n_train - 1)) |> T.tensor(type: :s32)
-    x_epoch = T.take(x_train, order, axis: 0)
-    y_epoch = one_hot.(Enum.map(T.to_flat_list(order), &Enum.at(y_train, &1)))
+    order = Enum.shuffle(0..(n_train - 1)) |> Nx.tensor(type: :s32)
+    x_epoch = Nx.take(x_train, order, axis: 0)
+    y_epoch = one_hot.(Nx.take(y_train, order))
 
     {params, velocity, loss_sum} =
       Enum.reduce(0..(batches - 1), {params, velocity, 0.0}, fn b, {params, velocity, loss_sum} ->
-        xb = T.slice_along_axis(x_epoch, b * batch, batch, axis: 0)
-        yb = T.slice_along_axis(y_epoch, b * batch, batch, axis: 0)
-        {loss, params, velocity} = train_step.(params, velocity, xb, yb)
-        eval_all.([loss | Map.values(params) ++ Map.values(velocity)])
-
+        xb = Nx.slice_along_axis(x_epoch, b * batch, batch, axis: 0)
+        yb = Nx.slice_along_axis(y_epoch, b * batch, batch, axis: 0)
+        {loss, params, velocity} = MLPDigits.train_step(params, velocity, xb, yb)
         done = div((b + 1) * bar_width, batches)
         bar = String.duplicate("#", done) <> String.duplicate(".", bar_width - done)
         IO.write("\repoch #{String.pad_leading("#{epoch}", 2)}/#{epochs} [#{bar}]")
-        {params, velocity, loss_sum + T.to_number(loss)}
+        {params, velocity, loss_sum + Nx.to_number(loss)}
       end)
-
-    acc = accuracy.(params, x_train, y_train)
 
     IO.write(
       "\repoch #{String.pad_leading("#{epoch}", 2)}/#{epochs} [#{String.duplicate("#", bar_width)}] " <>
         "loss #{:erlang.float_to_binary(loss_sum / batches, decimals: 4)}  " <>
-        "train acc #{:erlang.float_to_binary(100 * acc, decimals: 1)}%\n"
+        "train acc #{:erlang.float_to_binary(accuracy.(params, x_train, y_train) * 100, decimals: 2)}%\n"
     )
 
     {params, velocity}
   end)
 
-elapsed = System.monotonic_time(:millisecond) - started
-test_acc = accuracy.(params, x_test, y_test)
+elapsed = (System.monotonic_time(:millisecond) - started) / 1000
+test_acc = accuracy.(params, x_test, y_test) * 100
 
 IO.puts(
-  "test accuracy #{:erlang.float_to_binary(100 * test_acc, decimals: 2)}% " <>
-    "(#{n_test} images), trained in #{elapsed} ms"
+  "test accuracy #{:erlang.float_to_binary(test_acc, decimals: 2)}% " <>
+    "after #{epochs} epochs in #{:erlang.float_to_binary(elapsed, decimals: 2)} s"
 )

@@ -2,8 +2,9 @@ defmodule Emily do
   @moduledoc """
   Elixir bindings to libemily, a lazy tensor engine written in C.
 
-  Most users do not call this module directly. `Emily.Tensor` mirrors
-  Nx's API on top of it, and `Emily.Compiler` traces functions into engine
+  Most users do not call this module directly. `Emily.Backend` plugs
+  Emily into `Nx` so every `Nx.*` op runs on the engine, and
+  `Emily.Compiler` (an `Nx.Defn.Compiler`) turns `defn` into engine
   programs. The functions below exist for diagnostics and low-level binary
   round-tripping: build an engine tensor from a raw buffer, read it back,
   inspect shape / dtype, and force a flush of the lazy graph.
@@ -19,7 +20,7 @@ defmodule Emily do
     * `async_eval/1` — schedule evaluation without waiting for it. Emits
       `[:emily, :async_eval, *]`.
 
-  The everyday integration points are `Emily.Tensor`, `Emily.Compiler`,
+  The everyday integration points are `Emily.Backend`, `Emily.Compiler`,
   and `Emily.Stream`; see each module's moduledoc for details.
 
   ## Debug assertions
@@ -188,11 +189,9 @@ defmodule Emily do
 
   ## Examples
 
-      iex> a = Emily.from_binary(<<1.0::float-32-native, 2.0::float-32-native, 3.0::float-32-native>>, [3], {:f, 32})
-      iex> two = Emily.Native.scalar_f64(2.0, {:f, 32})
-      iex> one = Emily.Native.scalar_f64(1.0, {:f, 32})
-      iex> b = a |> Emily.Native.multiply(two) |> Emily.Native.add(one)
-      iex> Emily.eval(b)
+      iex> a = Nx.tensor([1.0, 2.0, 3.0], backend: Emily.Backend)
+      iex> b = a |> Nx.multiply(2.0) |> Nx.add(1.0)
+      iex> Emily.eval(b.data.ref)
       :ok
 
   """
@@ -217,9 +216,9 @@ defmodule Emily do
 
   ## Examples
 
-      iex> a = Emily.from_binary(<<1.0::float-32-native, 2.0::float-32-native, 3.0::float-32-native>>, [3], {:f, 32})
-      iex> b = a |> Emily.Native.multiply(Emily.Native.scalar_f64(2.0, {:f, 32}))
-      iex> Emily.async_eval([b])
+      iex> a = Nx.tensor([1.0, 2.0, 3.0], backend: Emily.Backend)
+      iex> b = a |> Nx.multiply(2.0) |> Nx.add(1.0)
+      iex> Emily.async_eval([b.data.ref])
       :ok
 
   """
@@ -234,7 +233,7 @@ defmodule Emily do
     raise ArgumentError, "async_eval: expected a list of tensors, got: #{inspect(other)}"
   end
 
-  # ---- checked entry points for Emily.Tensor ---------------------------------
+  # ---- checked entry points for Emily.Backend (see the debug flags above) ---
   #
   # The ops that the debug flags cover. With a flag off, its `if` is removed
   # at compile time and the function is a plain call to Emily.Native.

@@ -7,13 +7,14 @@
 #   2. with the engine's hot loops built for the baseline x86-64 only
 #      (make SIMD=baseline, in build/baseline: no AVX2/AVX-512 clones).
 # Each runs the C engine tests, the numpy oracle tests and the ExUnit tests
-# of the Emily.Tensor families, compiler and autodiff (linear algebra,
-# dot/matmul, conv, reductions, FFT, random, ...). Called by scripts/test.sh
+# of Emily.Backend (by family, and the differential test against
+# Nx.BinaryBackend), Emily.Compiler (grad included) and Nx's doctests
+# (linear algebra, dot/matmul, conv, reductions, FFT, random, ...). Called by scripts/test.sh
 # after the default build passed them; expects MIX_ENV=test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-exunit_files=(test/emily/tensor test/emily/autodiff_test.exs test/emily/compiler_test.exs)
+exunit_files=(test/emily/backend test/emily/compiler test/nx)
 
 default_core=$(/usr/bin/python3 -c '
 import ctypes

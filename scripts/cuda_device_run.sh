@@ -14,6 +14,11 @@ export PATH=/usr/local/cuda/bin:$PATH
 BIN=${HOSTBIN:-build}
 if [ -n "${EXSTAGE:-}" ]; then
   mkdir -p /tmp/ex && tar -xJf "$EXSTAGE/beam.txz" -C /tmp/ex && tar -xJf "$EXSTAGE/libs.txz" -C /tmp/ex
+  # Elixir's install root, unpacked as /tmp/ex/elixir.
+  mkdir -p /tmp/ex/elixir && tar -xJf "$EXSTAGE/elixir.txz" -C /tmp/ex/elixir --strip-components=1
+  # The application and its dependencies (Nx, ...), compiled here.
+  EX_PATHS=()
+  for d in "$EXSTAGE"/apps/*/ebin; do EX_PATHS+=(-pa "$d"); done
   # Debian's erl scripts name their root; point them at the unpacked one.
   sed -i 's|^\( *ROOTDIR=\)/usr/lib/erlang|\1/tmp/ex/usr/lib/erlang|' \
     /tmp/ex/usr/lib/erlang/bin/erl /tmp/ex/usr/lib/erlang/erts-*/bin/erl
@@ -39,21 +44,33 @@ tail -14 "$OUT/test_cuda.log"
 if [ -n "${EXSTAGE:-}" ]; then
   # ExUnit on the GPU with the Erlang/Elixir packed by
   # scripts/pack_device_elixir.sh (the GPU image has no Elixir).
-  echo "== ExUnit GPU tests"
-  cp build/libemily_cuda.so "$EXSTAGE/emily/priv/"
-  ( export PATH=/tmp/ex/usr/lib/elixir/bin:/tmp/ex/usr/lib/erlang/bin:$PATH \
-           LD_LIBRARY_PATH=/tmp/ex/lib:$LD_LIBRARY_PATH
-    timeout "${EX_TIMEOUT:-180}" elixir -pa "$EXSTAGE/emily/ebin" \
-      -e 'Application.ensure_all_started(:emily)' \
-      -r test/test_helper.exs -r test/emily/gpu_test.exs ) > "$OUT/exunit_gpu.log" 2>&1
-  echo "exunit exit $?"
-  grep -E "^\s+[0-9]+\) test|\*\* \(|tests?, " "$OUT/exunit_gpu.log" | head -40
-  echo "== examples/mlp_digits.exs --gpu"
-  ( export PATH=/tmp/ex/usr/lib/elixir/bin:/tmp/ex/usr/lib/erlang/bin:$PATH \
-           LD_LIBRARY_PATH=/tmp/ex/lib:$LD_LIBRARY_PATH
-    timeout 120 elixir -pa "$EXSTAGE/emily/ebin" \
-      -e 'Application.ensure_all_started(:emily); Code.eval_file("examples/mlp_digits.exs")' \
-      12 --gpu ) 2>&1 | tr '\r' '\n' | grep -E "MLP|loss|accuracy|Error|\*\*" | tail -16
+  cp build/libemily_cuda.so "$EXSTAGE/apps/emily/priv/"
+  export DIGITS_CSV_GZ="$EXSTAGE/digits.csv.gz"
+  ex() { # elixir with the packed runtime and apps; $@: its arguments
+    ( export PATH=/tmp/ex/elixir/bin:/tmp/ex/usr/lib/erlang/bin:$PATH \
+             LD_LIBRARY_PATH=/tmp/ex/lib:$LD_LIBRARY_PATH
+      timeout "${EX_TIMEOUT:-300}" elixir "${EX_PATHS[@]}" "$@" )
+  }
+  # Nx on {Emily.Backend, device: :gpu}: the GPU tests, then Nx's doctests
+  # and the differential test against Nx.BinaryBackend with Emily's side on
+  # the GPU (EMILY_TEST_DEVICE=gpu).
+  for file in test/emily/gpu_test.exs test/nx/nx_doctest_test.exs \
+              test/emily/backend/differential_test.exs; do
+    echo "== ExUnit $file (GPU)"
+    log="$OUT/exunit_$(basename "$file" .exs).log"
+    EMILY_TEST_DEVICE=gpu ex -e 'Application.ensure_all_started(:emily)' \
+      -r test/test_helper.exs -r "$file" > "$log" 2>&1
+    echo "exit $?"
+    grep -E "^\s+[0-9]+\) test|\*\* \(|tests?, " "$log" | head -30
+  done
+  for demo in "axon_digits.exs 10 --gpu" "mlp_digits.exs 12 --gpu" "serving.exs --gpu"; do
+    echo "== examples/$demo"
+    set -- $demo
+    file=$1
+    shift
+    ex -e "Application.ensure_all_started(:emily); Code.eval_file(\"examples/$file\")" "$@" 2>&1 |
+      tr '\r' '\n' | grep -vE "^Epoch: [0-9]+, Batch: ([0-9]|[0-3][0-9]|4[0-2])," | grep -vE "^ +\(|^epoch .*\[[#.]*\]$" | tail -30
+  done
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "== bench"

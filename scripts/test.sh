@@ -6,7 +6,7 @@
 #      exists, and the GPU-vs-CPU tests (they print "skipped: <reason>" on
 #      a machine without a GPU)
 #   3. numpy oracle tests of the engine (float64 reference, random inputs);
-#      then the C, oracle and Emily.Tensor ExUnit tests again under another
+#      then the C, oracle and Nx-level ExUnit tests again under another
 #      OpenBLAS kernel set and with the baseline SIMD clone of the engine
 #      (scripts/cpu_variants.sh): no expected value may depend on the CPU
 #   4. the C engine tests again under AddressSanitizer + UBSan
@@ -14,7 +14,13 @@
 #   6. libFuzzer: replay the kept crash inputs, then fuzz the op constructors
 #      and from_data decoding for FUZZ_SECONDS each (default 60)
 #   7. mix emily.doctor (platform, NIF, BLAS, smoke test)
-#   8. ExUnit: the Elixir API, the NIF's error paths, telemetry, debug flags,
+#   8. Nx 0.13.1's own test suite with Emily.Backend as the default backend
+#      (scripts/nx_oracle.sh backend; fails on any failure of a test that
+#      test/nx_suite/exclusions.exs does not exclude, or a stale exclusion),
+#      then with Emily.Compiler as the default defn compiler too
+#      (scripts/nx_oracle.sh compiler; about 45 s on 2 cores), and Axon
+#      0.8.1's suite on Emily.Compiler (--suite axon; about 20 s)
+#   9. ExUnit: the Elixir API, the NIF's error paths, telemetry, debug flags,
 #      the bounded soak tests and the hostile-input suite (last, so that its
 #      summary line ends the output)
 set -euo pipefail
@@ -71,6 +77,15 @@ grep -E "^(Running: |stat::number_of_executed_units|Done )" build/fuzz/run.log |
 
 echo "== mix emily.doctor"
 mix emily.doctor
+
+echo "== Nx's test suite on Emily.Backend"
+scripts/nx_oracle.sh backend
+
+echo "== Nx's test suite on Emily.Compiler"
+scripts/nx_oracle.sh compiler
+
+echo "== Axon's test suite on Emily.Compiler"
+scripts/nx_oracle.sh compiler --suite axon
 
 echo "== ExUnit"
 mix test

@@ -11,6 +11,20 @@ defmodule EmilyTest.Helpers do
 
   def scalar(value, dtype), do: tensor([value], dtype, [])
 
+  # An engine array as an Nx tensor on Emily.Backend (predicates read as u8),
+  # for tests that build strided views or call Emily.Native directly.
+  def wrap(ref) do
+    {ref, type} =
+      case Native.dtype(ref) do
+        {:pred, 8} -> {Native.bitcast(ref, {:u, 8}), {:u, 8}}
+        type -> {ref, type}
+      end
+
+    shape = List.to_tuple(Native.shape(ref))
+    names = List.duplicate(nil, tuple_size(shape))
+    %Nx.Tensor{data: %Emily.Backend{ref: ref}, shape: shape, type: type, names: names}
+  end
+
   def values(t) do
     decode(Emily.to_binary(t), Native.dtype(t))
   end

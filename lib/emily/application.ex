@@ -2,12 +2,11 @@ defmodule Emily.Application do
   @moduledoc false
   use Application
 
-  # Emily.Telemetry owns the handler table; Emily.Stream.Default owns the
-  # default stream (see Emily.Stream); Emily.Compiler.Cache owns the table
-  # of jitted functions' programs.
+  # Emily.Stream.Default owns the default stream (see Emily.Stream);
+  # Emily.Compiler.Cache owns the Nx compiler's programs.
   @impl true
   def start(_type, _args) do
-    children = [Emily.Telemetry, Emily.Stream.Default, Emily.Compiler.Cache]
+    children = [Emily.Stream.Default, Emily.Compiler.Cache]
     Supervisor.start_link(children, strategy: :one_for_one, name: Emily.Supervisor)
   end
 end

@@ -1,644 +1,482 @@
 defmodule Emily.Compiler do
   @moduledoc """
-  Trace a function into an engine program once, replay it in one call.
+  An `Nx.Defn.Compiler` on libemily: a `defn` (or any function given to
+  `Nx.Defn.jit/2`) becomes one engine program, simplified and fused once,
+  then replayed on each call in one NIF call.
 
-  `jit/2` turns a function of tensors into a function of the same arity.
-  The first call with a given *signature* traces it: the tensor arguments
-  are replaced by placeholders (tensors with a shape and type but no
-  value), the function runs once and builds a lazy graph, and the engine
-  records that graph as a program, simplified (common subexpressions and
-  duplicate constants merged, dead nodes dropped). Later calls with the
-  same signature replay the program on the new arguments in one NIF call
-  that only builds the graph: the results are lazy tensors, evaluated when
-  read, like the results of any `Emily.Tensor` function.
+      Nx.Defn.jit(fn a, b -> a * b + 1 end, compiler: Emily.Compiler)
+      Nx.Defn.default_options(compiler: Emily.Compiler)
 
-      iex> f = Emily.Compiler.jit(fn x, y -> Emily.Tensor.add(Emily.Tensor.multiply(x, y), 1) end)
-      iex> f.(Emily.Tensor.tensor([1.0, 2.0]), Emily.Tensor.tensor([3.0, 4.0])) |> Emily.Tensor.to_list()
-      [4.0, 9.0]
+  Results are `Emily.Backend` tensors, lazy like every Emily tensor: the
+  replay only builds the graph, and it is computed when a result is read
+  (or `Emily.eval/1`'d).
 
-  Replayed results are bit-identical to running the function eagerly
-  (replay builds the nodes eager code builds and evaluates them the same
-  way), unless `fuse: true` is given.
+  ## Options
 
-  ## Arguments and signatures
+  Given to `Nx.Defn.jit/2`, `Nx.Defn.compile/3`, `Nx.Serving` or
+  `Nx.Defn.default_options/1` beside `compiler: Emily.Compiler`:
 
-  Arguments may be tensors, or tuples, lists and maps nesting tensors. The
-  signature of a call is the structure of its arguments and the shape and
-  type of each tensor. Any other value in the arguments (numbers, atoms,
-  options) is part of the signature *by value* and is baked into the
-  program as a constant: a new number traces anew. Pass a tensor for a
-  value that changes from call to call.
+    * `:fuse` (default `true`) - run the engine's fusion pass on the
+      program: elementwise chains are fused with the reductions and
+      normalisations they feed. Results may then differ from eager
+      `Emily.Backend` in the last bits (float rounding order); with
+      `fuse: false` they are bit-identical to it.
+    * `:device` - `:cpu`, `:gpu` or `{:gpu, index}`: where the program
+      runs. Arguments living elsewhere are copied there; results live there
+      (`__to_backend__/1` says so to Nx). The default is the device of the
+      process's default backend when that is `Emily.Backend` (so
+      `Nx.global_default_backend({Emily.Backend, device: :gpu})` is all a
+      GPU program needs), else `:cpu`.
+    * `:hooks` - Nx's map of hook overrides (see `Nx.Defn.Kernel.hook/3`).
+    * `:max_concurrency` (default 1) - partitions an `Nx.Serving` starts
+      (`__partitions_options__/1`).
 
-  Tensors the function captures from its environment (weights, say) are
-  captured by reference when the program is built: a program keeps them
-  alive, and replays use them without copying. A captured tensor that is
-  still lazy (never evaluated) is part of the program instead, and every
-  call computes it again: evaluate weights once (`Emily.eval(w.ref)`) before
-  jitting functions that use them.
+  Other options are ignored, as `Nx.Defn.Evaluator` does.
 
-  The function returns a tensor or a container of tensors (the same kinds
-  as arguments); non-tensor values in the result are returned as they were
-  at trace time.
+  ## How an expression is lowered
 
-  ## Inside a traced function
+  `fun.(vars)` gives the `Nx.Defn.Expr` graph. It is walked as
+  `Nx.Defn.Evaluator` walks it, but every op calls `Emily.Backend` on
+  tensors whose refs are engine placeholders: the callbacks only build
+  lazy engine nodes, so the graph recorded is exactly the one eager Nx on
+  `Emily.Backend` builds. `Emily.Native.program_new/4` then records it
+  between the placeholders and the outputs as a program (common
+  subexpressions merged, duplicate constants merged, dead nodes dropped,
+  fused), and each call replays it with `Emily.Native.program_run/2`.
+  Node by node:
 
-  Tensors are placeholders while tracing: their values cannot be read.
-  `Emily.Tensor.to_number/1`, `to_binary/1`, `to_list/1`, `inspect/1` or
-  `Emily.eval/1` on a value that depends on an argument raise
-  `ArgumentError` ("cannot read a traced tensor inside
-  Emily.Compiler.jit"). Use `Emily.Tensor.select/3` for data-dependent
-  choices and `while/3` for data-dependent loops.
+    * `:parameter` - the placeholder of that argument (vectorized
+      arguments are devectorized, as the Evaluator does). Only parameters
+      the expression reads are program inputs: Nx passes arguments as
+      functions, and the others are never called (a lazy container's
+      unused fields are not computed, as with the Evaluator).
+    * `:constant` - `Emily.Backend.constant/3` (a scalar or a filled
+      tensor, deduplicated by the engine).
+    * `:tensor` - a tensor the expression holds (closure weights): copied to
+      `Emily.Backend` once and evaluated at trace time, so the program
+      captures it by reference.
+    * `:metadata` (`stop_grad`, `custom_grad`, ...) - its expression:
+      metadata only matters to `Nx.Defn.Grad`, which already ran.
+    * `:elem` - the element of the lowered tuple.
+    * every `Nx.Backend` op - the `Emily.Backend` callback of that name.
+      `:block` (`Nx.block/4`: linear algebra, cumulative ops, `take`, ...)
+      calls `Emily.Backend.block/4`, which runs an engine kernel or the
+      default implementation, itself lowered the same way.
+    * `:reduce` with a function - when the function is a plain
+      `+`/`*`/`max`/`min`/`and`/`or` of its two arguments, the matching
+      reduction (one engine op) combined with the accumulator; otherwise
+      `Emily.Backend.reduce/5` with the function lowered on its arguments
+      (`:fun` nodes become such closures).
+    * `:while` - the condition and the body are lowered into programs of
+      their own (on placeholders for the loop state) and the loop becomes
+      one lazy engine op (`Emily.Native.while_loop/3`) that replays them
+      while the condition holds: the iteration count may depend on data.
+    * `:cond` - the engine has no branch op, and a program is one graph: the
+      predicates and every clause are lowered, and each output is a
+      `select` of the clauses' values, first true predicate first. This is
+      sound because Nx makes clause bodies pure (no effect but hooks, which
+      are guarded, see below): computing a clause that is not taken costs
+      time but changes no result. The costs: clauses are all computed, and
+      a `while` inside a clause not taken still runs (one that would never
+      terminate when its clause is not taken hangs).
+    * `:hook` (`hook/2,3`, `print_value/2`, tokens) - the hooked value
+      becomes an extra output of the program; after each run the callback
+      (or the override from `:hooks`) is called with it, in the order the
+      Evaluator calls them. A hook inside a `cond` clause fires only when
+      that clause is taken (its clause's condition is an output too, read
+      before calling); a hooked value that clauses and the code outside
+      them share fires whenever any of them reaches it, once.
+
+  Two things cannot be one program: `:runtime_call` (an Elixir function
+  on intermediate values) and hooks inside `while` (a call per
+  iteration). For those expressions the compiler runs
+  `Nx.Defn.Evaluator` with `Emily.Backend` as the backend instead: the same
+  results, op by op, without the program's replay (and re-traced on each
+  call). The `[:emily, :defn, :compile]` event says which way a function
+  went (`mode: :program | :evaluator`).
 
   ## Cache
 
-  Each jitted function has its own cache of programs by signature,
-  bounded by `:cache_size` (least recently used programs are dropped).
-  `cache_info/1` reports hits, misses, evictions and the entries held;
-  `clear_cache/1` drops them (the cache outlives the function value
-  otherwise). The cache is an ETS table shared by all processes: a jitted
-  function may be called from any process.
+  Programs are cached in an ETS table shared by all processes, by the
+  function (Nx's key), the shapes, types, names and vectorized axes of the
+  arguments with their container structure, and the `:fuse` and `:device`
+  options. A hit costs one ETS lookup: the expression is not rebuilt nor
+  walked. The table keeps the #{512} most recently used programs.
+  `cache_info/0` gives the counters; `clear_cache/0` empties it. Each
+  compilation (a miss) emits `[:emily, :defn, :compile]`.
 
-  ## Gradients
+  ## Not supported
 
-  `grad/2`, `value_and_grad/2` and `stop_gradient/1` (implemented in
-  `Emily.Compiler.Autodiff`) build the backward pass as more lazy nodes, so
-  they compose with `jit/2`: `jit(value_and_grad(loss))` traces forward
-  and backward passes once and replays both in one call. The other order,
-  differentiating a jitted function, works for unfused programs (a replay
-  builds ordinary nodes) and raises for `fuse: true` ones: fused and loop
-  nodes have no gradient rules.
-
-      iex> step = Emily.Compiler.jit(Emily.Compiler.value_and_grad(fn x -> Emily.Tensor.sum(Emily.Tensor.exp(x)) end))
-      iex> {_value, g} = step.(Emily.Tensor.tensor([0.0, 0.0]))
-      iex> Emily.Tensor.to_list(g)
-      [1.0, 1.0]
-
-  ## Telemetry
-
-  `[:emily, :compiler, :trace]` is emitted for each trace, and each replay
-  runs in a `[:emily, :program, :run]` span (see `Emily.Telemetry`).
+    * `Nx.Defn.Compiler.__shard_jit__/6` (meshes): one device per program.
+    * Types the engine lacks (`u2`, `u4`, `s2`, `s4`, `f8`): as in
+      `Emily.Backend`, they raise `ArgumentError`.
   """
 
+  @behaviour Nx.Defn.Compiler
+
+  alias Emily.Compiler.Lower
   alias Emily.Native
-  alias Emily.Tensor.Core
+  alias Nx.Defn.Composite
+  alias Nx.Tensor, as: T
 
   @table Emily.Compiler.Cache
-  @tracing {__MODULE__, :tracing}
-  @max_arity 12
+  @max_entries 512
 
-  # ---- gradients (Emily.Compiler.Autodiff) -----------------------------------
+  # ---- Nx.Defn.Compiler ------------------------------------------------------
 
-  @doc "See `Emily.Compiler.Autodiff.value_and_grad/2`."
-  defdelegate value_and_grad(fun, opts \\ []), to: Emily.Compiler.Autodiff
-  @doc "See `Emily.Compiler.Autodiff.grad/2`."
-  defdelegate grad(fun, opts \\ []), to: Emily.Compiler.Autodiff
-  @doc "See `Emily.Compiler.Autodiff.stop_gradient/1`."
-  defdelegate stop_gradient(container), to: Emily.Compiler.Autodiff
-
-  # ---- jit -------------------------------------------------------------------
-
-  @doc """
-  A function of the same arity as `fun` that runs `fun` as a replayed
-  program.
-
-  Options:
-
-    * `:fuse` (default `false`) — run the engine's fusion pass when
-      building programs (results may then differ in the last bits).
-    * `:cache_size` (default 64) — programs kept per jitted function.
-
-  ## Examples
-
-      iex> w = Emily.Tensor.tensor([[1.0, 2.0], [3.0, 4.0]])
-      iex> layer = Emily.Compiler.jit(fn x -> Emily.Tensor.dot(x, w) |> Emily.Tensor.tanh() end)
-      iex> layer.(Emily.Tensor.tensor([[0.0, 0.0]])) |> Emily.Tensor.to_list()
-      [[0.0, 0.0]]
-      iex> Emily.Compiler.cache_info(layer).misses
-      1
-
-  """
-  @spec jit(function(), keyword()) :: function()
-  def jit(fun, opts \\ []) when is_function(fun) do
-    opts = Core.options!(opts, fuse: false, cache_size: 64)
-    cache_size = opts[:cache_size]
-
-    unless is_integer(cache_size) and cache_size > 0 do
-      raise ArgumentError,
-            "jit: :cache_size must be a positive integer, got: #{inspect(cache_size)}"
-    end
-
-    unless is_boolean(opts[:fuse]) do
-      raise ArgumentError, "jit: :fuse must be a boolean, got: #{inspect(opts[:fuse])}"
-    end
-
-    {:arity, arity} = Function.info(fun, :arity)
-
-    if arity > @max_arity do
-      raise ArgumentError,
-            "jit: functions of up to #{@max_arity} arguments are supported, got arity #{arity}"
-    end
-
-    id = make_ref()
-    :ets.insert(@table, {{:stats, id}, 0, 0, 0})
-    jitted(arity, {__MODULE__, %{id: id, fun: fun, fuse: opts[:fuse], cache_size: cache_size}})
+  @impl true
+  def __jit__(key, vars, fun, args_list, opts) do
+    entry = fetch(key, vars, fun, opts)
+    Enum.map(args_list, &run(entry, &1, key, vars, fun, opts))
   end
 
-  for n <- 0..@max_arity do
-    args = Macro.generate_arguments(n, __MODULE__)
-
-    defp jitted(unquote(n), state) do
-      fn unquote_splicing(args) -> call(state, unquote(args)) end
-    end
+  @impl true
+  def __compile__(key, vars, fun, opts) do
+    entry = fetch(key, vars, fun, opts)
+    fn args_list -> Enum.map(args_list, &run(entry, &1, key, vars, fun, opts)) end
   end
 
-  @doc """
-  Cache counters of a jitted function: `%{hits, misses, evictions,
-  entries, size}` (`size` is the `:cache_size` bound).
-
-  ## Examples
-
-      iex> f = Emily.Compiler.jit(&Emily.Tensor.exp/1)
-      iex> _ = f.(Emily.Tensor.tensor([1.0]))
-      iex> _ = f.(Emily.Tensor.tensor([2.0]))
-      iex> _ = f.(Emily.Tensor.tensor([1.0, 2.0]))
-      iex> Emily.Compiler.cache_info(f)
-      %{hits: 1, misses: 2, evictions: 0, entries: 2, size: 64}
-
-  """
-  @spec cache_info(function()) :: map()
-  def cache_info(jitted) do
-    %{id: id, cache_size: size} = state!(jitted)
-
-    case :ets.lookup(@table, {:stats, id}) do
-      [{_, evicted_hits, misses, evictions}] ->
-        held = entries(id)
-        hits = Enum.reduce(held, evicted_hits, fn {_key, _last_used, hits}, acc -> acc + hits end)
-        %{hits: hits, misses: misses, evictions: evictions, entries: length(held), size: size}
-
-      [] ->
-        %{hits: 0, misses: 0, evictions: 0, entries: 0, size: size}
-    end
+  @impl true
+  def __partitions_options__(opts) do
+    List.duplicate(opts, Keyword.get(opts, :max_concurrency, 1))
   end
 
+  @impl true
+  def __to_backend__(opts) do
+    {Emily.Backend, device: device(opts)}
+  end
+
+  # ---- cache -----------------------------------------------------------------
+
   @doc """
-  Drops the programs and counters of a jitted function (it keeps working
-  and traces again on its next call).
+  The program cache's counters: `%{hits, misses, evictions, entries,
+  size}` (`size` is the bound on entries).
 
-  ## Examples
-
-      iex> f = Emily.Compiler.jit(&Emily.Tensor.exp/1)
-      iex> _ = f.(Emily.Tensor.tensor([1.0]))
-      iex> Emily.Compiler.clear_cache(f)
-      :ok
-      iex> Emily.Compiler.cache_info(f).entries
-      0
-
+      iex> %{size: size} = Emily.Compiler.cache_info()
+      iex> size
+      512
   """
-  @spec clear_cache(function()) :: :ok
-  def clear_cache(jitted) do
-    %{id: id} = state!(jitted)
-    Enum.each(entries(id), fn {key, _last_used, _hits} -> :ets.delete(@table, key) end)
-    :ets.insert(@table, {{:stats, id}, 0, 0, 0})
+  @spec cache_info() :: %{atom() => non_neg_integer()}
+  def cache_info do
+    [{:stats, evicted_hits, misses, evictions}] = :ets.lookup(@table, :stats)
+    held = entries()
+    hits = Enum.reduce(held, evicted_hits, fn {_key, _used, hits}, acc -> acc + hits end)
+    %{hits: hits, misses: misses, evictions: evictions, entries: length(held), size: @max_entries}
+  end
+
+  @doc "Drops every cached program and resets the counters."
+  @spec clear_cache() :: :ok
+  def clear_cache do
+    :ets.delete_all_objects(@table)
+    :ets.insert(@table, {:stats, 0, 0, 0})
     :ok
   end
 
-  @doc """
-  The engine's counters for the program a jitted function holds for
-  `args` (traced now if needed): `%{nodes_before, nodes_after, cse_merged,
-  constants, constants_merged, fused_kernels, inputs, outputs}`.
-
-  ## Examples
-
-      iex> f = Emily.Compiler.jit(fn x -> Emily.Tensor.add(Emily.Tensor.exp(x), Emily.Tensor.exp(x)) end)
-      iex> stats = Emily.Compiler.program_stats(f, [Emily.Tensor.tensor([1.0])])
-      iex> {stats.nodes_before, stats.nodes_after, stats.cse_merged}
-      {3, 2, 1}
-
-  """
-  @spec program_stats(function(), list()) :: map()
-  def program_stats(jitted, args) when is_list(args) do
-    state = state!(jitted)
-    {refs, sig} = flatten_args(args)
-    {program, _out_sig} = lookup_or_trace(state, args, key_of(sig, refs))
-    Native.program_stats(program)
+  defp entries do
+    :ets.select(@table, [
+      {{:"$1", :_, :"$2", :"$3"}, [{:"=/=", :"$1", :stats}], [{{:"$1", :"$2", :"$3"}}]}
+    ])
   end
 
-  defp state!(jitted) when is_function(jitted) do
-    {:env, env} = Function.info(jitted, :env)
-
-    Enum.find_value(env, fn
-      {__MODULE__, %{id: _} = state} -> state
-      _ -> nil
-    end) ||
-      raise ArgumentError,
-            "expected a function made by Emily.Compiler.jit/2, got: #{inspect(jitted)}"
-  end
-
-  defp entries(id) do
-    :ets.select(@table, [{{{id, :"$1"}, :_, :"$2", :"$3"}, [], [{{{{id, :"$1"}}, :"$2", :"$3"}}]}])
-  end
-
-  # ---- calls -----------------------------------------------------------------
-
-  defp call({__MODULE__, state}, args) do
-    {refs, sig} = flatten_args(args)
-    {program, out_sig} = lookup_or_trace(state, args, key_of(sig, refs))
-
-    Emily.Telemetry.span([:emily, :program, :run], %{signature: sig}, fn ->
-      outputs = Native.program_run(program, refs)
-      {result, []} = build(out_sig, outputs)
-      {result, %{signature: sig}}
+  defp device(opts) do
+    Keyword.get_lazy(opts, :device, fn ->
+      case Nx.default_backend() do
+        {Emily.Backend, backend_opts} -> Keyword.get(backend_opts, :device, :cpu)
+        _ -> :cpu
+      end
     end)
   end
 
-  # Entries are {{id, signature}, {program, output_signature}, last_used,
-  # hits}; the counters row is {{:stats, id}, hits_of_evicted, misses,
-  # evictions}. A hit is one lookup_element (it copies out only the value,
-  # not the larger key) and one update_counter that sets last_used (the
-  # {pos, incr, threshold, set} form: a positive value plus one is above
-  # -1, so it is always set) and counts the hit. last_used values are
-  # positive monotonic unique integers: ordered across processes.
-  # A program is built for its inputs' devices: the signature alone keys
-  # the common all-CPU case, {:on, sig, devices} any other.
-  defp key_of(sig, refs) do
-    case Native.array_devices(refs) do
-      :cpu -> sig
-      devices -> {:on, sig, devices}
+  # Entries: {cache_key, entry, last_used, hits}. A hit is one lookup and one
+  # update_counter (last_used set, hits counted); last_used values are
+  # monotonic unique integers, ordered across processes.
+  defp fetch(key, vars, fun, opts) do
+    fuse = Keyword.get(opts, :fuse, true)
+    device = device(opts)
+
+    if small?(key) do
+      fetch_cached({key, fuse, device, vars_key(vars)}, vars, fun, fuse, device)
+    else
+      compile(vars, fun, fuse, device)
     end
   end
 
-  defp lookup_or_trace(%{id: id} = state, args, key_sig) do
-    key = {id, key_sig}
+  # Nx's key is the function: a closure over a large term (an expression
+  # graph, as Nx.Defn.Graph's stages hold) is not cached, because ETS
+  # copies keys without their sharing, and a graph with shared nodes
+  # unfolds into a tree exponentially larger. A walk with a budget tells
+  # small keys from others in bounded time.
+  @key_budget 2_000
 
-    case lookup(key) do
-      {_program, _out_sig} = found ->
-        touch(key)
-        found
+  defp small?(key), do: small(key, @key_budget) >= 0
 
+  defp small(_term, budget) when budget < 0, do: budget
+
+  defp small(term, budget) when is_function(term) do
+    case Function.info(term, :env) do
+      {:env, env} -> small(env, budget - 1)
+      _ -> budget - 1
+    end
+  end
+
+  defp small([head | tail], budget), do: small(tail, small(head, budget - 1))
+
+  defp small(tuple, budget) when is_tuple(tuple),
+    do: small(Tuple.to_list(tuple), budget - 1)
+
+  defp small(map, budget) when is_map(map), do: small(Map.to_list(map), budget - 1)
+
+  defp small(binary, budget) when is_binary(binary), do: budget - div(byte_size(binary), 64) - 1
+  defp small(_other, budget), do: budget - 1
+
+  defp fetch_cached(cache_key, vars, fun, fuse, device) do
+    case lookup(cache_key) do
       nil ->
-        :ets.update_counter(@table, {:stats, id}, {3, 1})
-        found = trace(state, args, key_sig)
-        entry = {key, found, :erlang.unique_integer([:monotonic, :positive]), 0}
+        :ets.update_counter(@table, :stats, {3, 1})
+        entry = compile(vars, fun, fuse, device)
 
-        # Another process may have traced the same signature meanwhile: its
-        # entry stays, with the hits counted on it (an insert would reset
-        # them); this call's program is just as valid.
-        if :ets.insert_new(@table, entry), do: evict(state)
-        found
+        row = {cache_key, entry, :erlang.unique_integer([:monotonic, :positive]), 0}
+        if :ets.insert_new(@table, row), do: evict()
+        entry
+
+      entry ->
+        touch(cache_key)
+        entry
     end
   end
 
-  # Another process may have evicted the entry since the lookup: the
-  # program found is still valid (refcounted), only the counters miss it.
-  defp touch(key) do
-    now = :erlang.unique_integer([:monotonic, :positive])
-    :ets.update_counter(@table, key, [{3, 1, -1, now}, {4, 1}])
-  rescue
-    ArgumentError -> :evicted
-  end
-
-  defp lookup(key) do
-    :ets.lookup_element(@table, key, 2)
+  defp lookup(cache_key) do
+    :ets.lookup_element(@table, cache_key, 2)
   rescue
     ArgumentError -> nil
   end
 
-  defp evict(%{id: id, cache_size: size}) do
-    held = entries(id)
+  defp touch(cache_key) do
+    now = :erlang.unique_integer([:monotonic, :positive])
+    :ets.update_counter(@table, cache_key, [{3, 1, -1, now}, {4, 1}])
+  rescue
+    # Evicted by another process meanwhile: the entry found is still valid.
+    ArgumentError -> :ok
+  end
 
-    if length(held) > size do
-      {key, _last_used, hits} = Enum.min_by(held, &elem(&1, 1))
-      :ets.delete(@table, key)
-      :ets.update_counter(@table, {:stats, id}, [{2, hits}, {4, 1}])
+  defp evict do
+    held = entries()
+
+    if length(held) > @max_entries do
+      {cache_key, _used, hits} = Enum.min_by(held, &elem(&1, 1))
+      :ets.delete(@table, cache_key)
+      :ets.update_counter(@table, :stats, [{2, hits}, {4, 1}])
     end
   end
 
-  defp trace(%{fun: fun, fuse: fuse}, args, key_sig) do
+  # The arguments' templates: what the expression depends on besides the
+  # function. Tensors and tuples (the common case) are walked directly;
+  # maps and other containers through Nx.Container.
+  defp vars_key(vars), do: Enum.map(vars, &template_key/1)
+
+  defp template_key(%T{type: type, shape: shape, names: names, vectorized_axes: axes}),
+    do: {type, shape, names, axes}
+
+  defp template_key(tuple) when is_tuple(tuple),
+    do: tuple |> Tuple.to_list() |> Enum.map(&template_key/1) |> List.to_tuple()
+
+  defp template_key(other), do: Composite.traverse(other, &template_key/1)
+
+  # ---- compile ---------------------------------------------------------------
+
+  defp compile(vars, fun, fuse, device) do
     start = System.monotonic_time()
-    {sig, devices} = split_key(key_sig)
-    placeholders = placeholders(sig, devices)
-    {traced_args, []} = build(sig, placeholders)
-    result = on_device_of(devices, fn -> tracing(fn -> apply(fun, traced_args) end) end)
-    {out_refs, out_sig} = flatten(result)
-    program = Native.program_new(placeholders, out_refs, fuse, false)
-    stats = Native.program_stats(program)
+    backend_opts = [device: device]
+    device_index = Lower.device_index(backend_opts)
 
-    Emily.Telemetry.execute(
-      [:emily, :compiler, :trace],
-      %{duration: System.monotonic_time() - start},
-      %{
-        nodes_before: stats.nodes_before,
-        nodes_after: stats.nodes_after,
-        fused_kernels: stats.fused_kernels,
-        constants: stats.constants,
-        signature: sig,
-        arity: length(args)
-      }
-    )
+    # The output container with templates in place of tensors (to_template
+    # keeps the vectorized axes results are given back with); the walk sees
+    # the devectorized expressions, as the Evaluator's does.
+    result = fun.(vars)
+    out_template = Composite.traverse(result, &Nx.to_template/1)
+    expr = Composite.traverse(result, &Nx.devectorize/1)
 
-    {program, out_sig}
-  end
-
-  # Runs fun with the tracing flag set (while/3 reads it), restoring it.
-  defp tracing(fun) do
-    previous = Process.get(@tracing, 0)
-    Process.put(@tracing, previous + 1)
-
-    try do
-      fun.()
-    after
-      Process.put(@tracing, previous)
-    end
-  end
-
-  @doc false
-  def tracing?, do: Process.get(@tracing, 0) > 0
-
-  # ---- containers ------------------------------------------------------------
-
-  # A term's signature and its tensors' refs, in a fixed order:
-  # {:t, shape, type} for a tensor; {:tuple, sigs}, {:list, sigs},
-  # {:map, [{key, sig}]} for containers; {:c, term} for anything else.
-  defp flatten_args(args) do
-    {sigs, acc} = flatten_list(args, [])
-    {Enum.reverse(acc), {:list, sigs}}
-  end
-
-  defp flatten(term) do
-    {sig, acc} = flatten(term, [])
-    {Enum.reverse(acc), sig}
-  end
-
-  defp flatten(%Emily.Tensor{ref: ref, shape: shape, type: type}, acc),
-    do: {{:t, shape, type}, [ref | acc]}
-
-  defp flatten(tuple, acc) when is_tuple(tuple) do
-    {sigs, acc} = flatten_list(Tuple.to_list(tuple), acc)
-    {{:tuple, sigs}, acc}
-  end
-
-  defp flatten(list, acc) when is_list(list) do
-    if proper_list?(list) do
-      {sigs, acc} = flatten_list(list, acc)
-      {{:list, sigs}, acc}
-    else
-      {{:c, list}, acc}
-    end
-  end
-
-  defp flatten(map, acc) when is_map(map) and not is_struct(map) do
-    {pairs, acc} =
-      map
+    params =
+      vars
+      |> Composite.flatten_list()
+      |> Enum.map(fn %T{data: %Nx.Defn.Expr{op: :parameter, args: [i]}} = p -> {i, p} end)
       |> Enum.sort()
-      |> Enum.map_reduce(acc, fn {key, value}, acc ->
-        {sig, acc} = flatten(value, acc)
-        {{key, sig}, acc}
+      |> Enum.map(fn {_i, p} -> Nx.devectorize(p) end)
+
+    placeholders =
+      Enum.map(params, fn %T{type: type, shape: shape} ->
+        Native.placeholder(
+          Emily.Backend.Util.engine_type!(type, :parameter),
+          Tuple.to_list(shape),
+          device_index
+        )
       end)
 
-    {{:map, pairs}, acc}
-  end
-
-  defp flatten(other, acc), do: {{:c, other}, acc}
-
-  defp flatten_list([], acc), do: {[], acc}
-
-  defp flatten_list([head | tail], acc) do
-    {sig, acc} = flatten(head, acc)
-    {sigs, acc} = flatten_list(tail, acc)
-    {[sig | sigs], acc}
-  end
-
-  defp proper_list?([]), do: true
-  defp proper_list?([_ | tail]), do: proper_list?(tail)
-  defp proper_list?(_), do: false
-
-  # The term of a signature with its tensors taken from refs, in order.
-  defp build({:t, shape, type}, [ref | refs]),
-    do: {%Emily.Tensor{ref: ref, shape: shape, type: type}, refs}
-
-  defp build({:tuple, sigs}, refs) do
-    {items, refs} = build_list(sigs, refs)
-    {List.to_tuple(items), refs}
-  end
-
-  defp build({:list, sigs}, refs), do: build_list(sigs, refs)
-
-  defp build({:map, pairs}, refs) do
-    {items, refs} =
-      Enum.map_reduce(pairs, refs, fn {key, sig}, refs ->
-        {value, refs} = build(sig, refs)
-        {{key, value}, refs}
+    traced =
+      Enum.zip_with(params, placeholders, fn p, ref ->
+        %{p | data: %Emily.Backend{ref: ref}}
       end)
 
-    {Map.new(items), refs}
+    entry =
+      try do
+        {result, hooks, used} = Lower.lower(expr, List.to_tuple(traced), backend_opts, fuse)
+        {program_outputs, hook_specs} = hook_outputs(hooks)
+        user_refs = result |> List.wrap() |> Composite.flatten_list() |> Enum.map(& &1.data.ref)
+        # The program's inputs are the parameters the expression reads: the
+        # arguments of the others are never asked for (see run/6).
+        inputs = Enum.map(used, &Enum.at(placeholders, &1))
+        program = Native.program_new(inputs, user_refs ++ program_outputs, fuse, false)
+        {:program, program, out_template, length(user_refs), hook_specs, device_index, used}
+      catch
+        {:emily_fallback, reason} -> {:evaluator, reason, device}
+      end
+
+    emit_compile(entry, start, length(params))
+    entry
   end
 
-  defp build({:c, term}, refs), do: {term, refs}
+  # Each hook's value (and its guard, for hooks in cond clauses) become
+  # outputs after the function's; the spec says how to rebuild and call.
+  defp hook_outputs(hooks) do
+    {outputs, specs} =
+      Enum.map_reduce(hooks, [], fn {callback_spec, value, guard}, specs ->
+        leaves = value |> List.wrap() |> Composite.flatten_list()
+        refs = Enum.map(leaves, & &1.data.ref)
+        guard_refs = if guard, do: [guard.data.ref], else: []
+        template = Composite.traverse(value, &Nx.to_template/1)
+        spec = {callback_spec, template, length(refs), guard != nil}
+        {guard_refs ++ refs, [spec | specs]}
+      end)
 
-  defp build_list([], refs), do: {[], refs}
-
-  defp build_list([sig | sigs], refs) do
-    {item, refs} = build(sig, refs)
-    {items, refs} = build_list(sigs, refs)
-    {[item | items], refs}
+    {List.flatten(outputs), Enum.reverse(specs)}
   end
 
-  defp split_key({:on, sig, devices}), do: {sig, devices}
-  defp split_key(sig), do: {sig, :cpu}
+  defp emit_compile(entry, start, arity) do
+    {measurements, metadata} =
+      case entry do
+        {:program, program, _, _, hooks, _, _} ->
+          stats = Native.program_stats(program)
 
-  # Tensors the traced function creates (constants, iota, ...) go where its
-  # inputs are when they all live on GPU 0: the default backend while tracing.
-  defp on_device_of(devices, fun) when is_list(devices) do
-    if Enum.uniq(devices) == [1],
-      do: Emily.Tensor.with_default_backend({Emily.Tensor, device: :gpu}, fun),
-      else: fun.()
+          {%{duration: System.monotonic_time() - start},
+           %{
+             mode: :program,
+             nodes_before: stats.nodes_before,
+             nodes_after: stats.nodes_after,
+             fused_kernels: stats.fused_kernels,
+             hooks: length(hooks),
+             arity: arity
+           }}
+
+        {:evaluator, reason, _device} ->
+          {%{duration: System.monotonic_time() - start},
+           %{mode: :evaluator, reason: reason, arity: arity}}
+      end
+
+    Emily.Telemetry.execute([:emily, :defn, :compile], measurements, metadata)
   end
 
-  defp on_device_of(:cpu, fun), do: fun.()
+  # ---- run -------------------------------------------------------------------
 
-  # One placeholder per tensor of a signature, in order, on the device of
-  # the corresponding input (devices: a list of engine device numbers, or
-  # :cpu for all).
-  defp placeholders(sig, devices) do
-    types = Enum.reverse(collect_placeholders(sig, []))
-    devices = if devices == :cpu, do: List.duplicate(0, length(types)), else: devices
+  defp run(
+         {:program, program, out_template, n_out, hook_specs, device, used},
+         args,
+         _key,
+         _vars,
+         _fun,
+         opts
+       ) do
+    refs = input_refs(args, used, device)
+    outputs = Native.program_run(program, refs)
+    {results, rest} = Enum.split(outputs, n_out)
 
-    Enum.zip_with(types, devices, fn {type, shape}, device ->
-      Native.placeholder(type, shape, device)
+    if hook_specs != [], do: run_hooks(hook_specs, rest, Keyword.get(opts, :hooks, %{}))
+
+    {result, []} = fill(out_template, results)
+
+    # Inside another function's trace (a jit forced with `on_conflict:
+    # :force` from a transform), the results become constants of that
+    # expression, and Nx.Defn.Expr embeds Nx.BinaryBackend tensors only.
+    if Nx.Defn.Compiler.current(),
+      do: Composite.traverse(result, &Nx.backend_copy(&1, Nx.BinaryBackend)),
+      else: result
+  end
+
+  defp run({:evaluator, _reason, device}, args, key, vars, fun, opts) do
+    backend = {Emily.Backend, device: device}
+
+    Nx.with_default_backend(backend, fn ->
+      [result] = Nx.Defn.Evaluator.__jit__(key, vars, fun, [args], opts)
+      result
     end)
   end
 
-  defp collect_placeholders({:t, shape, type}, acc),
-    do: [{type, Tuple.to_list(shape)} | acc]
+  defp fill(template, refs) do
+    Composite.traverse(template, refs, fn t, [ref | rest] ->
+      {%{t | data: %Emily.Backend{ref: ref}}, rest}
+    end)
+  end
 
-  defp collect_placeholders({kind, sigs}, acc) when kind in [:tuple, :list],
-    do: Enum.reduce(sigs, acc, &collect_placeholders/2)
+  # The refs of the arguments the program reads (zero-arity functions, as
+  # Nx gives them, in parameter order: only those of `used` are called), on
+  # the program's device. Tensors of other backends are copied in.
+  defp input_refs(args, used, device) do
+    refs = args |> select_used(used, 0) |> Enum.map(&input_ref(&1.(), device))
 
-  defp collect_placeholders({:map, pairs}, acc),
-    do: Enum.reduce(pairs, acc, fn {_key, sig}, acc -> collect_placeholders(sig, acc) end)
-
-  defp collect_placeholders({:c, _}, acc), do: acc
-
-  # ---- while -----------------------------------------------------------------
-
-  @doc """
-  A loop: while `cond_fun.(state)` is true (a nonzero scalar tensor, or
-  `true`), `state = body_fun.(state)`; returns the final state.
-
-  `initial` is a tensor or a container of tensors (numbers in it become
-  tensors); the body must return the same structure with the same shapes
-  and types.
-
-  Called eagerly, the loop runs in Elixir and reads the condition each
-  iteration. Inside a function being traced by `jit/2`, the condition and
-  the body are traced once each into programs and the loop becomes one
-  lazy engine op that runs them when evaluated: the number of iterations
-  may depend on the (traced) data. The results are the same either way.
-
-  ## Examples
-
-      iex> {i, x} = Emily.Compiler.while({0, Emily.Tensor.tensor([1.0, 2.0])},
-      ...>   fn {i, _x} -> Emily.Tensor.less(i, 3) end,
-      ...>   fn {i, x} -> {Emily.Tensor.add(i, 1), Emily.Tensor.multiply(x, 2)} end)
-      iex> {Emily.Tensor.to_number(i), Emily.Tensor.to_list(x)}
-      {3, [8.0, 16.0]}
-
-  """
-  @spec while(term(), (term() -> term()), (term() -> term())) :: term()
-  def while(initial, cond_fun, body_fun)
-      when is_function(cond_fun, 1) and is_function(body_fun, 1) do
-    initial = tensorize(initial)
-
-    if tracing?() do
-      traced_while(initial, cond_fun, body_fun)
-    else
-      eager_while(initial, cond_fun, body_fun)
+    case Native.array_devices(refs) do
+      :cpu when device == 0 -> refs
+      _ -> Enum.map(refs, &on_device(&1, device))
     end
   end
 
-  defp eager_while(state, cond_fun, body_fun) do
-    if truthy?(cond_fun.(state)) do
-      eager_while(check_state!(state, tensorize(body_fun.(state))), cond_fun, body_fun)
-    else
-      state
-    end
+  defp select_used(_args, [], _i), do: []
+  defp select_used([arg | args], [i | used], i), do: [arg | select_used(args, used, i + 1)]
+  defp select_used([_arg | args], used, i), do: select_used(args, used, i + 1)
+
+  defp input_ref(%T{data: %Emily.Backend{ref: ref}}, _device), do: ref
+
+  defp input_ref(%T{data: %Nx.Defn.Expr{}} = t, _device) do
+    raise ArgumentError,
+          "cannot pass a tensor expression as argument to defn, got: #{inspect(t)}"
   end
 
-  defp truthy?(%Emily.Tensor{} = t) do
-    if Emily.Tensor.size(t) != 1 do
-      raise ArgumentError,
-            "while: the condition must be a scalar, got a tensor of shape #{inspect(t.shape)}"
-    end
-
-    Emily.Tensor.to_number(Emily.Tensor.reshape(t, {})) not in [0, 0.0]
+  defp input_ref(%T{} = t, device) do
+    t = Nx.devectorize(t)
+    Nx.backend_copy(t, {Emily.Backend, device: Emily.Device.from_index(device)}).data.ref
   end
 
-  defp truthy?(b) when is_boolean(b), do: b
-  defp truthy?(n) when is_number(n), do: n != 0
-
-  defp truthy?(other),
-    do:
-      raise(
-        ArgumentError,
-        "while: the condition must return a scalar tensor or a boolean, got: #{inspect(other)}"
-      )
-
-  defp traced_while(initial, cond_fun, body_fun) do
-    {refs, sig} = flatten(initial)
-
-    if refs == [] do
-      raise ArgumentError,
-            "while: the state must hold at least one tensor, got: #{inspect(initial)}"
-    end
-
-    # The loop runs where its state lives: its programs are traced there.
-    {refs, devices} = scalars_follow(refs)
-    cond_program = trace_part(sig, devices, fn state -> [cond_ref(cond_fun.(state))] end)
-
-    body_program =
-      trace_part(sig, devices, fn state ->
-        {out_refs, _} = flatten(check_state!(initial, tensorize(body_fun.(state))))
-        out_refs
-      end)
-
-    {result, []} = build(sig, Native.while_loop(cond_program, body_program, refs))
-    result
+  defp on_device(ref, device) do
+    if Native.array_device(ref) == device, do: ref, else: Native.to_device(ref, device)
   end
 
-  # Rank-0 CPU entries of a state that also lives on a GPU move there (the
-  # engine's rule for numbers beside GPU operands), so that the whole loop
-  # runs on that GPU.
-  defp scalars_follow(refs) do
-    devices = Enum.map(refs, &Native.array_device/1)
+  defp run_hooks(specs, refs, overrides) do
+    Enum.reduce(specs, refs, fn {callback_spec, template, n, guarded?}, refs ->
+      {fire?, refs} =
+        if guarded? do
+          [guard | refs] = refs
 
-    case Enum.find(devices, &(&1 != 0)) do
-      nil ->
-        {refs, devices}
+          {Nx.to_number(%T{type: {:u, 8}, shape: {}, names: [], data: %Emily.Backend{ref: guard}}) !=
+             0, refs}
+        else
+          {true, refs}
+        end
 
-      gpu ->
-        refs =
-          Enum.zip_with(refs, devices, fn ref, device ->
-            if device == 0 and Native.shape(ref) == [],
-              do: Native.to_device(ref, gpu),
-              else: ref
-          end)
+      {value_refs, refs} = Enum.split(refs, n)
 
-        {refs, Enum.map(refs, &Native.array_device/1)}
-    end
+      if fire? do
+        {value, []} = fill(template, value_refs)
+
+        case resolve_hook(callback_spec, overrides) do
+          nil -> :ok
+          fun -> fun.(value)
+        end
+      end
+
+      refs
+    end)
+
+    :ok
   end
 
-  defp trace_part(sig, devices, fun) do
-    placeholders = placeholders(sig, devices)
-    {state, []} = build(sig, placeholders)
-    outputs = on_device_of(devices, fn -> tracing(fn -> fun.(state) end) end)
-    Native.program_new(placeholders, outputs, false, true)
-  end
-
-  defp cond_ref(%Emily.Tensor{} = t) do
-    if Emily.Tensor.size(t) != 1 do
-      raise ArgumentError,
-            "while: the condition must be a scalar, got a tensor of shape #{inspect(t.shape)}"
-    end
-
-    t.ref
-  end
-
-  defp cond_ref(b) when is_boolean(b), do: Core.to_tensor(if(b, do: 1, else: 0), {:u, 8}).ref
-  defp cond_ref(n) when is_number(n), do: Core.to_tensor(n).ref
-
-  defp cond_ref(other),
-    do:
-      raise(
-        ArgumentError,
-        "while: the condition must return a scalar tensor or a boolean, got: #{inspect(other)}"
-      )
-
-  # Numbers in a loop state become tensors (so that both modes agree).
-  defp tensorize(%Emily.Tensor{} = t), do: t
-  defp tensorize(n) when is_number(n), do: Core.to_tensor(n)
-
-  defp tensorize(tuple) when is_tuple(tuple),
-    do: tuple |> Tuple.to_list() |> Enum.map(&tensorize/1) |> List.to_tuple()
-
-  defp tensorize(list) when is_list(list), do: Enum.map(list, &tensorize/1)
-
-  defp tensorize(map) when is_map(map) and not is_struct(map),
-    do: Map.new(map, fn {k, v} -> {k, tensorize(v)} end)
-
-  defp tensorize(other), do: other
-
-  defp check_state!(state, next) do
-    {_, want} = flatten(state)
-    {_, got} = flatten(next)
-
-    if want != got do
-      raise ArgumentError,
-            "while: the body must return the state's structure, shapes and types; " <>
-              "expected #{describe(want)}, got #{describe(got)}"
-    end
-
-    next
-  end
-
-  defp describe(sig), do: inspect(sig, limit: 20)
+  defp resolve_hook({:fn, fun}, _hooks), do: fun
+  defp resolve_hook({:named, name, callback}, hooks), do: hooks[name] || callback
 end

@@ -7,7 +7,8 @@ defmodule Emily.Device do
   the NIF) that the engine loads on first GPU use; a machine without it, or
   without a CUDA driver or device, raises `ArgumentError` whose message says
   why. Operations whose inputs live on different devices raise
-  `ArgumentError`: data only moves through `Emily.Tensor.to_device/2`.
+  `ArgumentError`: data only moves through `Nx.backend_transfer/2` or
+  `Nx.backend_copy/2` with `{Emily.Backend, device: ...}`.
   """
 
   alias Emily.Native

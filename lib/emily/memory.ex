@@ -26,13 +26,13 @@ defmodule Emily.Memory do
 
   The same holds for tensors: an evaluated intermediate keeps its buffer
   while any process holds its ref. So after each read (`Emily.eval/1`,
-  `Emily.to_binary/1` and the `Emily.Tensor` reads built on them), when the
+  `Emily.to_binary/1` and the `Emily.Backend` reads built on them), when the
   engine's active bytes grew by more than the `:gc_threshold` application
   setting since the reading process last collected, that process collects
   (default 256 MiB; `config :emily, gc_threshold: :infinity` turns it off).
   Eager code over large tensors then reuses cached buffers instead of
-  piling up gigabytes of dead intermediates; `Emily.Compiler.jit/2` avoids
-  the question, since a replay's intermediates are never seen by Elixir.
+  piling up gigabytes of dead intermediates; `Emily.Compiler` avoids the
+  question, since a program replay's intermediates are never seen by Elixir.
   """
 
   alias Emily.Native

@@ -7,7 +7,7 @@ defmodule Emily.Native do
   and axes are lists of integers, dtypes are `{kind, bits}` tuples
   (`{:pred, 8}` is the engine's boolean type), streams are references or
   `nil` for the default stream. Nothing is promoted, defaulted or
-  broadcast here; `Emily` and `Emily.Tensor` do that.
+  broadcast here; `Emily.Backend` does that.
 
   Graph-building functions return a new lazy tensor in microseconds.
   `eval/2`, `to_binary/2` and `synchronize/1` return a reference at once and
@@ -182,13 +182,13 @@ defmodule Emily.Native do
   end
 
   # A read of a graph that contains a placeholder: the user read a traced
-  # tensor inside Emily.Compiler.jit. Only failures pay for the check.
+  # tensor while a program was being traced. Only failures pay for the check.
   defp traced_read_error(%ArgumentError{message: message} = exception) do
     if String.contains?(message, "placeholder: a traced input has no value") do
       ArgumentError.exception(
-        "cannot read a traced tensor inside Emily.Compiler.jit: use " <>
-          "Emily.Tensor.select/3 or Emily.Compiler.while/3 for data-dependent " <>
-          "control flow, and read the results outside the jitted function " <>
+        "cannot read a traced tensor inside a compiled function: use " <>
+          "Nx.select/3, cond or while for data-dependent control flow, and read " <>
+          "the results outside the compiled function " <>
           "(engine: #{message})"
       )
     else

@@ -18,8 +18,8 @@
 //   - cholesky (not positive definite), solve and triangular_solve
 //     (singular: an exactly zero pivot / diagonal) are errors: those ops
 //     synchronise and read the info back (`failed` in the job);
-//   - real qr flips each reflection whose tau is not 0 so that r's
-//     diagonal has the sign of the pivot column's leading entry (Nx);
+//   - qr scales row j of r and column j of q by the unit factor that
+//     gives Nx's diagonal (linalg.c's qr_unit: from r_jj and tau_j);
 //   - svd of a wide matrix (m < n) is the svd of its transpose with the
 //     factors swapped (cuSOLVER's gesvd wants m >= n).
 // Handles (cuSOLVER, cuBLAS) live per device, created on first use and
@@ -299,29 +299,59 @@ template <class T> struct ZeroDiag {
     }
 };
 
+// The unit factor taking geqrf's r_jj = beta to Nx's r_jj: linalg.c's
+// qr_unit (which says why), in the element type.
+template <class T>
+__device__ T qr_unit(T diag, T tau, bool processed) {
+    if constexpr (!Tr<T>::cpx) {
+        return tau != T(0) && diag < T(0) ? T(-1) : T(1);
+    } else {
+        using R = typename Tr<T>::R;
+        R beta = diag.real();
+        if (beta == R(0))
+            return T(1);
+        T alpha = beta * (T(1) - tau);
+        if (!processed)
+            return alpha / beta;
+        R mag = cuda::std::abs(alpha);
+        T unit = mag == R(0) ? T(1) : alpha / mag;
+        return -unit * (cuda::std::fabs(beta) / beta);
+    }
+}
+
+template <class T> __device__ __forceinline__ T conj_v(T v) {
+    if constexpr (Tr<T>::cpx)
+        return cuda::std::conj(v);
+    else
+        return v;
+}
+
 // qr: [q | r] from geqrf's w (m x n) and orgqr's q (m x qc), both
-// column-major; real: the reflections with tau != 0 flipped.
+// column-major; column j of q times conj(d_j), row j of r times d_j, with
+// d_j = qr_unit (Nx's convention, as the CPU).
 template <class T> struct QrStore {
     const T *w, *q, *tau;
     T *out;
     int64_t m, n, k, qc, per;
     const int *flag;
+    __device__ T unit(int64_t b, int64_t j) const {
+        return qr_unit(w[b * m * n + j + j * m], tau[b * k + j], !(m == n && j == n - 1));
+    }
     __device__ void operator()(int64_t e) const {
         int64_t b = e / per, t = e % per;
         T v;
-        bool neg;
         if (t < m * qc) {
             int64_t i = t / qc, j = t % qc;
             v = k == 0 ? (i == j ? T(1) : T(0)) : q[b * m * qc + i + j * m];
-            neg = j < k && tau[b * k + j] != T(0);
+            if (j < k)
+                v = v * conj_v(unit(b, j)) + T(0); // + 0: no -0.0
         } else {
             t -= m * qc;
             int64_t i = t / n, j = t % n;
             v = i < k && j >= i ? w[b * m * n + i + j * m] : T(0);
-            neg = i < k && tau[b * k + i] != T(0);
+            if (i < k)
+                v = v * unit(b, i) + T(0);
         }
-        if (!Tr<T>::cpx && neg)
-            v = -v + T(0); // + 0: no -0.0
         out[e] = flag[b] ? nan_v<T>() : v;
     }
 };

@@ -26,10 +26,13 @@ template <class T> __device__ __forceinline__ T cpx_expm1(T z) {
     return T(expm1(a) * cos(b) - 2 * h * h, exp(a) * sin(b));
 }
 
+// As the CPU's un_ccbrt: a trigonometric factor of exactly 0 gives that
+// (signed) 0, so cbrt(Inf+3i) is Inf+0i, not Inf·0 = NaN.
 template <class T> __device__ __forceinline__ T cpx_cbrt(T z) {
     using R = typename T::value_type;
     R r = cbrt(cuda::std::abs(z)), t = cuda::std::arg(z) / 3;
-    return T(r * cos(t), r * sin(t));
+    R c = cos(t), s = sin(t);
+    return T(c == R(0) ? c : r * c, s == R(0) ? s : r * s);
 }
 
 // libcu++'s complex<float> tanh, asin, asinh, log near |z| = 1 ... lose up to ~2e-4

@@ -372,6 +372,26 @@ EM_TEST(elementwise_unary_complex_parts) {
         CHECK_NEAR(creal(got[2]), 1.0, 1e-6);
         CHECK_NEAR(cimag(got[2]), sqrt(3.0), 1e-6);
         em_array_release(r);
+        {   /* infinite moduli: Inf on the real axis stays there, no Inf·0 */
+            double complex inf[4] = {INFINITY + 3 * I, INFINITY - 3 * I,
+                                     -INFINITY + 3 * I, NAN + 1 * I};
+            em_array *c128 = NULL, *ci = NULL;
+            int64_t four = 4;
+            CHECK_OK(em_from_data(inf, sizeof inf, &four, 1, EM_C128, &c128));
+            CHECK_OK(em_as_type(c128, em_array_dtype(c), &ci));
+            em_array_release(c128);
+            r = un(EM_UNARY_cbrt, ci);
+            double complex gi[4];
+            read_c128(r, gi, 4);
+            CHECK(creal(gi[0]) == INFINITY && cimag(gi[0]) == 0 &&
+                  !signbit(cimag(gi[0])));
+            CHECK(creal(gi[1]) == INFINITY && cimag(gi[1]) == 0 &&
+                  signbit(cimag(gi[1])));
+            /* arg π: a third of it is π/3, both parts infinite */
+            CHECK(creal(gi[2]) == INFINITY && cimag(gi[2]) == INFINITY);
+            CHECK(isnan(creal(gi[3])) && isnan(cimag(gi[3])));
+            em_array_release(r), em_array_release(ci);
+        }
         r = un(EM_UNARY_atanh, c);
         read_c128(r, got, 3);
         CHECK_NEAR(creal(got[0]), creal(catanh(3 + 4 * I)), 1e-6);

@@ -2,6 +2,9 @@
 #include "emily_linalg.h"
 #include "test.h"
 
+#include <complex.h>
+#undef I /* a variable name below; complex literals use _Complex_I */
+
 static em_array *f64m(const double *v, int64_t m, int64_t n) {
     int64_t shape[2] = {m, n};
     em_array *a = NULL;
@@ -115,4 +118,78 @@ EM_TEST(linalg_qr_lu_views_share_one_factorization) {
     em_array_release(Dm), em_array_release(Us), em_array_release(S), em_array_release(Vt);
     em_array_release(A), em_array_release(Q), em_array_release(R), em_array_release(B);
     em_array_release(P), em_array_release(L), em_array_release(U);
+}
+
+/* qr follows Nx's convention (Nx.LinAlg.QR; linalg.c's qr_unit): a real
+ * reflection makes r_jj positive, a column with nothing below its pivot
+ * keeps its sign; a complex reflection gives -e^(i·arg pivot)·|x|, and the
+ * last column of a square matrix keeps its pivot. */
+static void qr_c128(const double _Complex *a, int64_t m, int64_t n,
+                    double _Complex *q, double _Complex *r) {
+    int64_t shape[2] = {m, n};
+    int64_t k = m < n ? m : n;
+    em_array *A = NULL, *Q = NULL, *R = NULL;
+    CHECK_OK(
+        em_from_data(a, (size_t)(m * n) * sizeof *a, shape, 2, EM_C128, &A));
+    CHECK_OK(em_qr(A, false, &Q, &R));
+    CHECK_OK(em_read(Q, q, (size_t)(m * k) * sizeof *q));
+    CHECK_OK(em_read(R, r, (size_t)(k * n) * sizeof *r));
+    em_array_release(A), em_array_release(Q), em_array_release(R);
+}
+
+#define CHECK_CNEAR(got, want, tol)                                            \
+    do {                                                                       \
+        CHECK_NEAR(creal(got), creal(want), tol);                              \
+        CHECK_NEAR(cimag(got), cimag(want), tol);                              \
+    } while (0)
+
+EM_TEST(linalg_qr_nx_convention) {
+    struct {
+        double a[2], r, q0;
+    } real_cases[] = {
+        {{1, 1},
+         sqrt(2),
+         1 / sqrt(2)}, /* pivot > 0: LAPACK's -√2 made positive */
+        {{-1, 1}, sqrt(2), -1 / sqrt(2)}, /* pivot < 0: LAPACK's +√2 as it is */
+        {{-1, 0}, -1, 1}, /* nothing to reflect: keeps its sign */
+    };
+    for (size_t c = 0; c < sizeof real_cases / sizeof *real_cases; c++) {
+        em_array *A = f64m(real_cases[c].a, 2, 1), *Q = NULL, *R = NULL;
+        CHECK_OK(em_qr(A, false, &Q, &R));
+        double q[2], r;
+        CHECK_OK(em_read(Q, q, sizeof q));
+        CHECK_OK(em_read(R, &r, sizeof r));
+        CHECK_NEAR(r, real_cases[c].r, 1e-15);
+        CHECK_NEAR(q[0], real_cases[c].q0, 1e-15);
+        em_array_release(A), em_array_release(Q), em_array_release(R);
+    }
+
+    double _Complex q[9], r[9];
+    /* A complex pivot with nothing below (tall: Nx reflects it anyway). */
+    qr_c128((double _Complex[]){_Complex_I, 0}, 2, 1, q, r);
+    CHECK_CNEAR(r[0], -_Complex_I, 1e-15);
+    CHECK_CNEAR(q[0], -1, 1e-15);
+    /* The last column of a square matrix keeps its pivot. */
+    qr_c128((double _Complex[]){_Complex_I}, 1, 1, q, r);
+    CHECK_CNEAR(r[0], _Complex_I, 1e-15);
+    CHECK_CNEAR(q[0], 1, 1e-15);
+    /* -e^(iπ/4)·√3 */
+    qr_c128((double _Complex[]){1 + _Complex_I, 1}, 2, 1, q, r);
+    CHECK_CNEAR(r[0], -(1 + _Complex_I) / sqrt(2) * sqrt(3), 1e-14);
+    CHECK_CNEAR(q[0] * r[0], 1 + _Complex_I, 1e-14);
+    CHECK_CNEAR(q[1] * r[0], 1, 1e-14);
+    /* Nx's lin_alg_test.exs "qr works with complex matrix". */
+    qr_c128((double _Complex[]){1, 0, _Complex_I, 0, 2, -_Complex_I, 1, 1, 1},
+            3, 3, q, r);
+    const double _Complex want_r[9] = {
+        -1.4142, -0.7071, -0.7071 - 0.7071 * _Complex_I,
+        0,       -2.1213, -0.2357 + 1.1785 * _Complex_I,
+        0,       0,       0.6666 - 0.3333 * _Complex_I};
+    const double _Complex want_q[9] = {-0.7071, 0.2357,  -0.6666,
+                                       0,       -0.9428, -0.3333,
+                                       -0.7071, -0.2357, 0.6666};
+    for (int i = 0; i < 9; i++) {
+        CHECK_CNEAR(r[i], want_r[i], 1e-4);
+        CHECK_CNEAR(q[i], want_q[i], 1e-4);
+    }
 }

@@ -127,4 +127,81 @@ defmodule Emily.DebugFlagsTest do
     i = tensor([1, 2], {:s, 32}, [1, 2])
     assert values(mod.matmul(i, tensor([1, 1], {:s, 32}, [2, 1]))) == [3]
   end
+
+  # Emily itself recompiled with both flags on for the duration of `fun`,
+  # then its own object code restored. This module is not async, so no
+  # other test runs meanwhile.
+  defp with_flags_on(fun) do
+    {Emily, beam, path} = :code.get_object_code(Emily)
+    source = File.read!(Path.expand("../../lib/emily.ex", __DIR__))
+    previous = Application.get_all_env(:emily)
+    ignore = Code.get_compiler_option(:ignore_module_conflict)
+    Code.put_compiler_option(:ignore_module_conflict, true)
+
+    try do
+      Application.put_env(:emily, :debug_bounds_check, true)
+      Application.put_env(:emily, :debug_detect_nan_inf, true)
+      Code.compile_string(source, "lib/emily.ex (flags on)")
+
+      for key <- [:debug_bounds_check, :debug_detect_nan_inf],
+          do: Application.put_env(:emily, key, Keyword.get(previous, key, false))
+
+      fun.()
+    after
+      for key <- [:debug_bounds_check, :debug_detect_nan_inf],
+          do: Application.put_env(:emily, key, Keyword.get(previous, key, false))
+
+      :code.purge(Emily)
+      {:module, Emily} = :code.load_binary(Emily, path, beam)
+      Code.put_compiler_option(:ignore_module_conflict, ignore)
+    end
+  end
+
+  test "through Emily.Backend: Nx's indexing ops and dot run the checks when the flags are on" do
+    t = Nx.iota({3, 2}, type: :f32, backend: Emily.Backend)
+    idx = fn list -> Nx.tensor(list, type: :s32, backend: Emily.Backend) end
+
+    with_flags_on(fn ->
+      assert Nx.to_flat_list(Nx.take(t, idx.([2, 0]))) == [4.0, 5.0, 0.0, 1.0]
+
+      assert_raise ArgumentError, ~r/index 3 on axis 0 is out of range/, fn ->
+        Nx.take(t, idx.([0, 3]))
+      end
+
+      assert_raise ArgumentError, ~r/out of range|negative/, fn ->
+        Nx.take_along_axis(t, idx.([[0, 2], [0, 0], [1, 1]]), axis: 1)
+      end
+
+      assert_raise ArgumentError, ~r/gather: index 2 on axis 1 is out of range/, fn ->
+        Nx.gather(t, idx.([[2, 2]]))
+      end
+
+      z = Nx.broadcast(Nx.tensor(0, type: :s32, backend: Emily.Backend), {3})
+      upd = idx.([1])
+      assert Nx.to_list(Nx.indexed_add(z, idx.([[2]]), upd)) == [0, 0, 1]
+
+      assert_raise ArgumentError, ~r/indexed_add: index 3/, fn ->
+        Nx.indexed_add(z, idx.([[3]]), upd)
+      end
+
+      assert_raise ArgumentError, ~r/indexed_put: index -2/, fn ->
+        Nx.indexed_put(z, idx.([[-2]]), upd)
+      end
+
+      a = Nx.tensor([[1.0, 2.0]], backend: Emily.Backend)
+
+      assert Nx.to_flat_list(Nx.dot(a, Nx.tensor([[3.0], [4.0]], backend: Emily.Backend))) == [
+               11.0
+             ]
+
+      bad = Nx.tensor([[:nan], [0.0]], backend: Emily.Backend)
+      assert_raise ArgumentError, "dot: produced NaN or Inf", fn -> Nx.dot(a, bad) end
+    end)
+
+    # Restored: the unchecked build clamps and lets NaN through.
+    assert Nx.to_flat_list(Nx.take(t, idx.([3]))) |> length() == 2
+    a = Nx.tensor([[1.0, 2.0]], backend: Emily.Backend)
+    assert [nan] = Nx.to_flat_list(Nx.dot(a, Nx.tensor([[:nan], [0.0]], backend: Emily.Backend)))
+    assert nan == :nan
+  end
 end

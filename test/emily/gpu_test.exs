@@ -1,13 +1,25 @@
+defmodule Emily.GPUTest.Fns do
+  @moduledoc false
+  import Nx.Defn
+
+  defn loop(x) do
+    while {x, i = 0}, i < 5 do
+      {x * 1.5 + i, i + 1}
+    end
+  end
+end
+
 defmodule Emily.GPUTest do
-  # Emily.Tensor on the GPU against the same calls on the CPU. The C-level
-  # comparison (test/cuda) covers every kernel and dtype; this file checks
-  # the Elixir path end to end: creation on the device, numbers beside GPU
-  # tensors, reads, jit, grad, streams and memory counters.
+  # Nx on {Emily.Backend, device: :gpu} against the same calls on the CPU.
+  # The C-level comparison (test/cuda) covers every kernel and dtype; this
+  # file checks the Elixir path end to end: creation on the device, numbers
+  # beside GPU tensors, reads, Emily.Compiler programs (while, grad),
+  # streams and memory counters.
   #
   # Skipped, with the reason printed, where no GPU is usable (CI).
   use ExUnit.Case, async: false
 
-  alias Emily.Tensor, as: T
+  alias Emily.Native
 
   case Emily.Device.available(:gpu) do
     :ok ->
@@ -18,23 +30,42 @@ defmodule Emily.GPUTest do
       @moduletag skip: "no usable GPU: #{reason}"
   end
 
-  @gpu {Emily.Tensor, device: :gpu}
+  @gpu {Emily.Backend, device: :gpu}
+  @cpu {Emily.Backend, device: :cpu}
 
-  defp rand(shape, seed, type \\ :f32) do
-    key = T.Random.key(seed)
-    T.Random.uniform_split(key, -2.0, 2.0, shape: shape, type: type)
+  setup do
+    Nx.default_backend(@cpu)
+    :ok
   end
 
-  defp gpu(t), do: T.to_device(t, :gpu)
+  defp rand(shape, seed, type \\ :f32) do
+    key = Nx.Random.key(seed)
+    {t, _} = Nx.Random.uniform(key, -2.0, 2.0, shape: shape, type: type)
+    t
+  end
+
+  defp gpu(t), do: Nx.backend_copy(t, @gpu)
+  defp cpu(t), do: Nx.backend_copy(t, @cpu)
+
+  # The engine device of a tensor: :cpu or {:gpu, index}.
+  defp device(%Nx.Tensor{data: %Emily.Backend{ref: ref}}) do
+    case Native.array_device(ref) do
+      0 -> :cpu
+      n -> {:gpu, n - 1}
+    end
+  end
+
+  # `t` on the device of `like`.
+  defp on(t, like), do: if(device(like) == :cpu, do: t, else: gpu(t))
 
   # Same values within rtol * (|cpu| + floor) (exact for integers); sums of
   # many terms pass a floor near the terms' magnitude.
   defp assert_close(gpu_result, cpu_result, rtol, floor \\ 1.0e-3) do
-    assert T.device(gpu_result) == {:gpu, 0}
+    assert device(gpu_result) == {:gpu, 0}
     assert gpu_result.shape == cpu_result.shape
     assert gpu_result.type == cpu_result.type
-    g = gpu_result |> T.to_device(:cpu) |> T.to_flat_list()
-    c = T.to_flat_list(cpu_result)
+    g = gpu_result |> cpu() |> Nx.to_flat_list()
+    c = Nx.to_flat_list(cpu_result)
 
     Enum.zip(g, c)
     |> Enum.each(fn {a, b} ->
@@ -70,32 +101,35 @@ defmodule Emily.GPUTest do
     "indexed_add"
   ]
 
-  defp run_case("exp", x), do: T.exp(x)
-  defp run_case("tanh", x), do: T.tanh(x)
-  defp run_case("x * 2.5 + 1" <> _, x), do: T.add(T.multiply(x, 2.5), 1)
-  defp run_case("sum over axis 1", x), do: T.sum(x, axes: [1])
-  defp run_case("mean", x), do: T.mean(x)
-  defp run_case("argmax over axis 0", x), do: T.argmax(x, axis: 0)
-  defp run_case("transpose + reshape", x), do: x |> T.transpose() |> T.reshape({4, 12})
-  defp run_case("slice", x), do: T.slice(x, [1, 2], [3, 4])
-  defp run_case("pad", x), do: T.pad(x, 0.0, [{1, 2, 0}, {0, 1, 1}])
-  defp run_case("concatenate", x), do: T.concatenate([x, T.negate(x)], axis: 1)
-  defp run_case("sort", x), do: T.sort(x, axis: 1)
-  defp run_case("argsort desc", x), do: T.argsort(x, axis: 1, direction: :desc)
-  defp run_case("top_k values", x), do: elem(T.top_k(x, k: 3), 0)
-  defp run_case("cumulative_sum", x), do: T.cumulative_sum(x, axis: 1)
-  defp run_case("dot with its transpose", x), do: T.dot(x, T.transpose(x))
-  defp run_case("as_type s32", x), do: T.as_type(T.multiply(x, 10), :s32)
-  defp run_case("select", x), do: T.select(T.greater(x, 0), x, T.multiply(x, -3))
-  defp run_case("clip", x), do: T.clip(x, -1.0, 1.0)
-  defp run_case("take", x), do: T.take(x, T.to_device(T.tensor([0, 5, 2]), T.device(x)), axis: 0)
+  defp run_case("exp", x), do: Nx.exp(x)
+  defp run_case("tanh", x), do: Nx.tanh(x)
+  defp run_case("x * 2.5 + 1" <> _, x), do: Nx.add(Nx.multiply(x, 2.5), 1)
+  defp run_case("sum over axis 1", x), do: Nx.sum(x, axes: [1])
+  defp run_case("mean", x), do: Nx.mean(x)
+  defp run_case("argmax over axis 0", x), do: Nx.argmax(x, axis: 0)
+  defp run_case("transpose + reshape", x), do: x |> Nx.transpose() |> Nx.reshape({4, 12})
+  defp run_case("slice", x), do: Nx.slice(x, [1, 2], [3, 4])
+  defp run_case("pad", x), do: Nx.pad(x, 0.0, [{1, 2, 0}, {0, 1, 1}])
+  defp run_case("concatenate", x), do: Nx.concatenate([x, Nx.negate(x)], axis: 1)
+  defp run_case("sort", x), do: Nx.sort(x, axis: 1)
+  defp run_case("argsort desc", x), do: Nx.argsort(x, axis: 1, direction: :desc)
+  defp run_case("top_k values", x), do: elem(Nx.top_k(x, k: 3), 0)
+  defp run_case("cumulative_sum", x), do: Nx.cumulative_sum(x, axis: 1)
+  defp run_case("dot with its transpose", x), do: Nx.dot(x, Nx.transpose(x))
+  defp run_case("as_type s32", x), do: Nx.as_type(Nx.multiply(x, 10), :s32)
+  defp run_case("select", x), do: Nx.select(Nx.greater(x, 0), x, Nx.multiply(x, -3))
+  defp run_case("clip", x), do: Nx.clip(x, -1.0, 1.0)
+  defp run_case("take", x), do: Nx.take(x, on(Nx.tensor([0, 5, 2]), x), axis: 0)
 
   defp run_case("indexed_add", x) do
-    on_x = &T.to_device(&1, T.device(x))
-    T.indexed_add(x, on_x.(T.tensor([[0, 1], [0, 1], [5, 7]])), on_x.(T.tensor([1.0, 2.0, 3.0])))
+    Nx.indexed_add(
+      x,
+      on(Nx.tensor([[0, 1], [0, 1], [5, 7]]), x),
+      on(Nx.tensor([1.0, 2.0, 3.0]), x)
+    )
   end
 
-  describe "Emily.Tensor ops on the GPU match the CPU" do
+  describe "Nx ops on the GPU match the CPU" do
     for name <- @cases do
       test name do
         x = rand({6, 8}, 11)
@@ -106,115 +140,106 @@ defmodule Emily.GPUTest do
 
   describe "placement" do
     test "creation functions honour the :gpu backend" do
-      t = T.iota({3, 4}, backend: @gpu)
-      assert T.device(t) == {:gpu, 0}
-      assert T.to_list(t) == T.to_list(T.iota({3, 4}))
+      t = Nx.iota({3, 4}, backend: @gpu)
+      assert device(t) == {:gpu, 0}
+      assert Nx.to_list(t) == Nx.to_list(Nx.iota({3, 4}))
 
-      T.with_default_backend(@gpu, fn ->
-        assert T.device(T.tensor([1.0, 2.0])) == {:gpu, 0}
+      Nx.with_default_backend(@gpu, fn ->
+        assert device(Nx.tensor([1.0, 2.0])) == {:gpu, 0}
       end)
     end
 
     test "keys and samples follow a GPU default backend (as Nx.Random.key does)" do
       draw = fn ->
-        key = T.Random.key(42)
-        {normal, key2} = T.Random.normal(key, shape: {4, 5})
-        {uniform, _} = T.Random.uniform(key2, shape: {4, 5})
-        {ints, _} = T.Random.randint(key, 0, 10, shape: {3, 3})
-        {shuffled, _} = T.Random.shuffle(key, T.iota({6}))
-        {picked, _} = T.Random.choice(key, T.iota({6}), samples: 3, replace: false)
+        key = Nx.Random.key(42)
+        {normal, key2} = Nx.Random.normal(key, shape: {4, 5})
+        {uniform, _} = Nx.Random.uniform(key2, shape: {4, 5})
+        {ints, _} = Nx.Random.randint(key, 0, 10, shape: {3, 3})
+        {shuffled, _} = Nx.Random.shuffle(key, Nx.iota({6}))
+        {picked, _} = Nx.Random.choice(key, Nx.iota({6}), samples: 3, replace: false)
         # beside tensors created on the same default backend
-        [key, key2, normal, uniform, ints, shuffled, picked, T.add(normal, T.iota({4, 5}))]
+        [key, key2, normal, uniform, ints, shuffled, picked, Nx.add(normal, Nx.iota({4, 5}))]
       end
 
       on_cpu = draw.()
-      previous = T.global_default_backend(@gpu)
-
-      on_gpu =
-        try do
-          draw.()
-        after
-          T.global_default_backend(previous)
-        end
+      on_gpu = Nx.with_default_backend(@gpu, draw)
 
       Enum.zip(on_gpu, on_cpu)
       |> Enum.each(fn {g, c} ->
-        assert T.device(g) == {:gpu, 0}
-        assert T.to_binary(T.to_device(g, :cpu)) == T.to_binary(c)
+        assert device(g) == {:gpu, 0}
+        assert Nx.to_binary(cpu(g)) == Nx.to_binary(c)
       end)
     end
 
     test "random numbers are the CPU's bits" do
-      key = T.Random.key(42)
-      cpu = T.Random.normal_split(key, shape: {1000})
-      on_gpu = T.Random.normal_split(gpu(key), shape: {1000})
-      assert T.to_binary(T.to_device(on_gpu, :cpu)) == T.to_binary(cpu)
+      key = Nx.Random.key(42)
+      {cpu_bits, _} = Nx.Random.normal(key, shape: {1000})
+      # Nx.Random's defn constants are Nx.BinaryBackend tensors, which join
+      # the computation on the default backend's device.
+      {on_gpu, _} = Nx.with_default_backend(@gpu, fn -> Nx.Random.normal(gpu(key), shape: {1000}) end)
+      assert device(on_gpu) == {:gpu, 0}
+      assert Nx.to_binary(cpu(on_gpu)) == Nx.to_binary(cpu_bits)
     end
 
     test "a GPU tensor beside a CPU tensor of rank > 0 raises" do
       assert_raise ArgumentError, ~r/different devices/, fn ->
-        T.add(gpu(T.tensor([1.0, 2.0])), T.tensor([1.0, 2.0]))
+        Nx.add(gpu(Nx.tensor([1.0, 2.0])), Nx.tensor([1.0, 2.0]))
       end
     end
 
     test "memory counters of the GPU grow and return" do
       Emily.Memory.clear_cache()
       before = Emily.Memory.stats(:gpu).active
-      t = gpu(rand({1024, 1024}, 3)) |> T.exp()
-      Emily.eval(t.ref)
+      t = gpu(rand({1024, 1024}, 3)) |> Nx.exp()
+      Emily.eval(t.data.ref)
       assert Emily.Memory.stats(:gpu).active >= before + 4 * 1024 * 1024
     end
 
     test "async_eval on the GPU, then a read" do
       x = gpu(rand({256, 256}, 5))
-      y = T.dot(x, x)
-      :ok = Emily.async_eval([y.ref])
-      assert_close(y, T.dot(rand({256, 256}, 5), rand({256, 256}, 5)), 1.0e-5, 16.0)
+      y = Nx.dot(x, x)
+      :ok = Emily.async_eval([y.data.ref])
+      assert_close(y, Nx.dot(rand({256, 256}, 5), rand({256, 256}, 5)), 1.0e-5, 16.0)
     end
   end
 
-  describe "compiler" do
-    test "jit on GPU inputs runs on the GPU, the same as eager there" do
-      f = fn x, y -> T.sum(T.multiply(T.exp(x), y), axes: [1]) |> T.add(1.0) end
-      jf = Emily.Compiler.jit(f)
+  describe "Emily.Compiler" do
+    test "a program on GPU inputs runs on the GPU, the same as eager there" do
+      f = fn x, y -> Nx.sum(Nx.multiply(Nx.exp(x), y), axes: [1]) |> Nx.add(1.0) end
+      jf = Nx.Defn.jit(f, compiler: Emily.Compiler, device: :gpu)
       {x, y} = {gpu(rand({16, 32}, 7)), gpu(rand({16, 32}, 8))}
       out = jf.(x, y)
-      assert T.device(out) == {:gpu, 0}
-      assert T.to_binary(T.to_device(out, :cpu)) == T.to_binary(T.to_device(f.(x, y), :cpu))
-      # The CPU call of the same jitted function gets its own program.
-      cpu_out = jf.(T.to_device(x, :cpu), T.to_device(y, :cpu))
-      assert T.device(cpu_out) == :cpu
-      assert Emily.Compiler.cache_info(jf).misses == 2
+      assert device(out) == {:gpu, 0}
+      assert_close(out, cpu(f.(x, y)), 1.0e-6)
+      # The CPU compilation of the same function is a program of its own.
+      cpu_out = Nx.Defn.jit(f, compiler: Emily.Compiler).(cpu(x), cpu(y))
+      assert device(cpu_out) == :cpu
     end
 
-    test "constants created while tracing follow the inputs to the GPU" do
-      jf = Emily.Compiler.jit(fn x -> T.add(x, T.iota({4})) end)
-      out = jf.(gpu(T.tensor([1.0, 1.0, 1.0, 1.0])))
-      assert T.to_list(T.to_device(out, :cpu)) == [1.0, 2.0, 3.0, 4.0]
+    test "constants created while tracing follow the program to the GPU" do
+      jf =
+        Nx.Defn.jit(fn x -> Nx.add(x, Nx.iota({4})) end, compiler: Emily.Compiler, device: :gpu)
+
+      out = jf.(gpu(Nx.tensor([1.0, 1.0, 1.0, 1.0])))
+      assert device(out) == {:gpu, 0}
+      assert Nx.to_list(cpu(out)) == [1.0, 2.0, 3.0, 4.0]
     end
 
-    test "a traced while loop runs on the GPU, numbers in its state included" do
-      loop = fn x ->
-        Emily.Compiler.while(
-          {x, 0},
-          fn {_x, i} -> T.less(i, 5) end,
-          fn {x, i} -> {T.add(T.multiply(x, 1.5), i), T.add(i, 1)} end
-        )
-      end
-
+    test "a while loop runs on the GPU, numbers in its state included" do
+      loop = &Emily.GPUTest.Fns.loop/1
       x = rand({33}, 31)
-      {cpu_x, cpu_i} = Emily.Compiler.jit(loop).(x)
-      {gpu_x, gpu_i} = Emily.Compiler.jit(loop).(gpu(x))
-      assert T.device(gpu_x) == {:gpu, 0}
-      assert T.to_number(T.to_device(gpu_i, :cpu)) == T.to_number(cpu_i)
+      {cpu_x, cpu_i} = Nx.Defn.jit(loop, compiler: Emily.Compiler).(x)
+      {gpu_x, gpu_i} = Nx.Defn.jit(loop, compiler: Emily.Compiler, device: :gpu).(gpu(x))
+      assert device(gpu_x) == {:gpu, 0}
+      assert Nx.to_number(cpu(gpu_i)) == Nx.to_number(cpu_i)
       assert_close(gpu_x, cpu_x, 1.0e-6)
     end
 
     test "grad of a GPU computation matches the CPU's" do
-      loss = fn w, x -> T.sum(T.tanh(T.dot(x, w))) end
+      grad = fn w, x -> Nx.Defn.grad(w, &Nx.sum(Nx.tanh(Nx.dot(x, &1)))) end
       {w, x} = {rand({8, 4}, 21), rand({5, 8}, 22)}
-      g_cpu = Emily.Compiler.grad(&loss.(&1, x)).(w)
-      g_gpu = Emily.Compiler.grad(&loss.(&1, gpu(x))).(gpu(w))
+      g_cpu = Nx.Defn.jit(grad, compiler: Emily.Compiler).(w, x)
+      g_gpu = Nx.Defn.jit(grad, compiler: Emily.Compiler, device: :gpu).(gpu(w), gpu(x))
       # Each entry sums products of O(1) terms that may cancel: the error
       # is relative to the terms (floor 1), not to the small result.
       assert_close(g_gpu, g_cpu, 1.0e-5, 1.0)

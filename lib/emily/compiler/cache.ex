@@ -1,10 +1,9 @@
 defmodule Emily.Compiler.Cache do
   @moduledoc false
-  # Owns the public ETS table where Emily.Compiler keeps each jitted
-  # function's programs ({{jit_id, signature}, {program, output_signature},
-  # last_used, hits}) and counters ({{:stats, jit_id}, hits of evicted
-  # entries, misses, evictions}). Callers read and write it directly from their own processes;
-  # this process only keeps it alive.
+  # Owns the public ETS table of Emily.Compiler's programs:
+  # {cache_key, entry, last_used, hits} rows, and the counters row
+  # {:stats, hits_of_evicted_entries, misses, evictions}. Callers read and
+  # write it from their own processes; this process only keeps it alive.
   use GenServer
 
   def start_link(_opts \\ []), do: GenServer.start_link(__MODULE__, :ok, name: __MODULE__)
@@ -19,6 +18,7 @@ defmodule Emily.Compiler.Cache do
       write_concurrency: true
     ])
 
+    :ets.insert(__MODULE__, {:stats, 0, 0, 0})
     {:ok, nil}
   end
 end

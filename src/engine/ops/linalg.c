@@ -22,8 +22,10 @@
 #include "emily_linalg.h"
 #include "linalg_params.h"
 
+#include <complex.h>
 #include <lapacke.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 
 static const char *const op_names[] = {
@@ -42,6 +44,42 @@ static const char *const op_names[] = {
 static inline void cpy(void *dst, const void *src, size_t n) {
     if (n)
         memcpy(dst, src, n);
+}
+
+/*
+ * Nx's QR convention (Nx.LinAlg.QR, its default composition): its real
+ * Householder step maps the pivot column x to +|x|·e_j, except when there
+ * is nothing below the pivot (then the step is the identity and r_jj keeps
+ * the pivot's sign); its complex step always maps x to -e^(i·arg x_j)·|x|·e_j,
+ * except for the last column of a square matrix, which it leaves alone.
+ * LAPACK's geqrf instead makes r_jj = beta = -sign(Re alpha)·|x| (real),
+ * with tau_j = 0 when it reflects nothing, and tau_j = (beta - alpha)/beta
+ * otherwise: so the pivot alpha = beta·(1 - tau_j) is recovered, and the
+ * unit factor d taking beta to Nx's r_jj is:
+ *   real: -1 when tau_j != 0 and beta < 0, else 1;
+ *   complex, step taken: -(alpha/|alpha|)·|beta|/beta (alpha = 0: phase 0);
+ *   complex, last column of a square matrix: alpha/beta = 1 - tau_j.
+ * This reproduces Nx's factors whenever both run the same reflections: for
+ * complex input, pivots whose phase each reflection agrees on; not where
+ * Nx's different choice of reflector earlier changes a later column (its
+ * real step reflects towards +|x| where LAPACK reflects towards -|x|, so a
+ * later column may have nothing below its pivot in one and not the
+ * other). Evaluated in double complex for all four types (the result is
+ * converted back, the imaginary part dropped for real ones).
+ */
+static double _Complex qr_unit(double _Complex diag, double _Complex tau,
+                               bool cplx, bool processed) {
+    double beta = creal(diag);
+    if (!cplx)
+        return tau != 0 && beta < 0 ? -1 : 1;
+    if (beta == 0) /* a zero column: alpha = 0 too, nothing to turn */
+        return 1;
+    double _Complex alpha = beta * (1 - tau);
+    if (!processed)
+        return alpha / beta;
+    double mag = cabs(alpha);
+    double _Complex unit = mag == 0 ? 1 : alpha / mag;
+    return -unit * (fabs(beta) / beta);
 }
 
 #define DEFINE_LINALG(sfx, T, R, P, HEEVD, ORGQR, CPLX)                              \
@@ -110,14 +148,19 @@ static inline void cpy(void *dst, const void *src, size_t n) {
             free(w);                                                                 \
             return 0;                                                                \
         }                                                                            \
-        if (!CPLX) /* Nx's sign convention: diag(r) has the sign of the pivot */     \
-            for (int64_t j = 0; j < k; j++)                                          \
-                if (tau[j] != 0) {                                                   \
-                    for (int64_t i = 0; i < m; i++) /* + 0: no -0.0 */               \
-                        q[i * qc + j] = -q[i * qc + j] + 0;                          \
-                    for (int64_t c = 0; c < n; c++)                                  \
-                        r[j * n + c] = -r[j * n + c] + 0;                            \
-                }                                                                    \
+        /* Nx's convention (qr_unit): row j of r times d, column j of q              \
+         * times conj(d), which keeps q·r = a. */                                    \
+        for (int64_t j = 0; j < k; j++) {                                            \
+            T d = (T)qr_unit(r[j * n + j], tau[j], CPLX,                             \
+                             !(m == n && j == n - 1));                               \
+            if (d == 1)                                                              \
+                continue;                                                            \
+            T dc = (T)conj(d);                                                       \
+            for (int64_t i = 0; i < m; i++) /* + 0: no -0.0 */                       \
+                q[i * qc + j] = q[i * qc + j] * dc + 0;                              \
+            for (int64_t c = j; c < n; c++)                                          \
+                r[j * n + c] = r[j * n + c] * d + 0;                                 \
+        }                                                                            \
         free(w);                                                                     \
         return 0;                                                                    \
     }                                                                                \

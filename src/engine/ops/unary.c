@@ -344,13 +344,17 @@ UN_DEFINE_CEXPM1(cd, double complex, double, )
     _Generic((x), float complex : un_cexpm1_cf, default : un_cexpm1_cd)(x)
 
 /* Principal cube root of a complex: cbrt|z| at a third of the argument
- * (the root on the positive real axis for positive reals). */
+ * (the root on the positive real axis for positive reals). A part whose
+ * trigonometric factor is exactly 0 is that (signed) 0, not r·0: an
+ * infinite modulus on the real axis (Inf+3i, arg 0) gives Inf+0i, as C99's
+ * csqrt does, not Inf·0 = NaN. A NaN part still gives NaN+NaN·i. */
 #define UN_DEFINE_CCBRT(sfx, CT, RT, F)                                        \
     static inline CT un_ccbrt_##sfx(CT z) {                                    \
         RT r = cbrt##F(cabs##F(z)), t = carg##F(z) / 3;                        \
+        RT c = cos##F(t), s = sin##F(t);                                       \
         CT out;                                                                \
-        __real__ out = r * cos##F(t);                                          \
-        __imag__ out = r * sin##F(t);                                          \
+        __real__ out = c == 0 ? c : r * c;                                     \
+        __imag__ out = s == 0 ? s : r * s;                                     \
         return out;                                                            \
     }
 UN_DEFINE_CCBRT(cf, float complex, float, f)
