@@ -72,8 +72,10 @@ defmodule Emily.Backend do
   `Nx.reduce/4` and `Nx.window_reduce/5` with a user function fold the
   reduced elements with that function on whole vectors of engine tensors.
 
-  Tensors of other backends given to an op together with Emily tensors
-  (say a `Nx.BinaryBackend` constant) are copied in through their binary.
+  Tensors of other backends given to an op (say a `Nx.BinaryBackend`
+  constant: `defn` embeds its constants that way) are copied in through
+  their binary, onto the device of the op's Emily inputs, or, when it has
+  none, the device of the process's default backend.
   """
 
   @behaviour Nx.Backend
