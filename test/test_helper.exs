@@ -4,6 +4,10 @@ defmodule EmilyTest.Helpers do
 
   alias Emily.Native
 
+  @doc "Every engine dtype but pred, as Nx type tuples (the types Emily.Backend stores natively)."
+  def nx_types,
+    do: [u: 8, u: 16, u: 32, u: 64, s: 8, s: 16, s: 32, s: 64, f: 16, bf: 16, f: 32, f: 64, c: 64, c: 128]
+
   def tensor(values, dtype, shape \\ nil) do
     shape = shape || [length(values)]
     Emily.from_binary(encode(values, dtype), shape, dtype)

@@ -6,23 +6,7 @@ defmodule EmilyTest do
   import EmilyTest.Helpers
   alias Emily.Native
 
-  @dtypes [
-    {:u, 8},
-    {:u, 16},
-    {:u, 32},
-    {:u, 64},
-    {:s, 8},
-    {:s, 16},
-    {:s, 32},
-    {:s, 64},
-    {:f, 16},
-    {:bf, 16},
-    {:f, 32},
-    {:f, 64},
-    {:c, 64},
-    {:c, 128},
-    {:pred, 8}
-  ]
+  @dtypes EmilyTest.Helpers.nx_types() ++ [{:pred, 8}]
 
   describe "from_binary/3 and to_binary/1" do
     test "round-trip every dtype byte for byte" do

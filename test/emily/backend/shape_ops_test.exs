@@ -8,24 +8,7 @@ defmodule Emily.Backend.ShapeOpsTest do
 
   alias EmilyTest.Numpy
 
-  # Every @doc example of the module, printed output compared.
-
-  @all_types [
-    {:u, 8},
-    {:u, 16},
-    {:u, 32},
-    {:u, 64},
-    {:s, 8},
-    {:s, 16},
-    {:s, 32},
-    {:s, 64},
-    {:f, 16},
-    {:bf, 16},
-    {:f, 32},
-    {:f, 64},
-    {:c, 64},
-    {:c, 128}
-  ]
+  @all_types EmilyTest.Helpers.nx_types()
 
   # A transposed view holding `list` (a 2-D list): the data lives
   # transposed in memory, so every op sees non-unit strides.

@@ -13,22 +13,7 @@ defmodule Emily.Backend.TransferTest do
 
   import Bitwise, only: [<<<: 2]
 
-  @types [
-    {:u, 8},
-    {:u, 16},
-    {:u, 32},
-    {:u, 64},
-    {:s, 8},
-    {:s, 16},
-    {:s, 32},
-    {:s, 64},
-    {:f, 16},
-    {:bf, 16},
-    {:f, 32},
-    {:f, 64},
-    {:c, 64},
-    {:c, 128}
-  ]
+  @types EmilyTest.Helpers.nx_types()
 
   # These tests run where no GPU is usable (CI has none).
 
