@@ -144,8 +144,15 @@ end
 Logger.configure(level: :debug)
 :ok = :logger.set_handler_config(:default, :level, :warning)
 
-# Nx's and Axon's tests read fixtures relative to their project's root.
-File.cd!(Path.dirname(root))
+# Nx's and Axon's tests read fixtures relative to their project's root,
+# and some write there too (Axon's checkpoint tests). ../shared is
+# read-only in CI, so they run in a scratch directory whose entries link to
+# the project root's: reads find the fixtures, writes stay in the scratch.
+project = Path.dirname(root)
+scratch = Path.join(System.tmp_dir!(), "emily_nx_suite_#{System.unique_integer([:positive])}")
+File.mkdir_p!(scratch)
+for entry <- File.ls!(project), do: File.ln_s!(Path.join(project, entry), Path.join(scratch, entry))
+File.cd!(scratch)
 
 for file <- support, do: NxSuite.Source.compile(Path.join([root, "support", file]), "support/" <> file, substitutions)
 for file <- files, do: NxSuite.Source.compile(file, Path.relative_to(file, root), substitutions)
@@ -164,4 +171,6 @@ if compiler != Nx.Defn.Evaluator, do: Nx.Defn.global_default_options(compiler: c
 stale = NxSuite.Exclusions.unapplied(Enum.map(files, &Path.relative_to(&1, root)))
 for key <- stale, do: IO.puts("stale exclusion (no such test): #{inspect(key)}")
 
+File.cd!(project)
+File.rm_rf(scratch)
 System.halt(if failures == 0 and stale == [], do: 0, else: 1)
