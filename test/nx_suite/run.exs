@@ -106,6 +106,19 @@ backend = if mode == :binary or opts[:binary_default], do: Nx.BinaryBackend, els
        [{"true -> Nx.BinaryBackend", "true -> #{inspect(backend)}"}, {"else: Nx.Defn.Evaluator", "else: #{inspect(compiler)}"}]}
   end
 
+# Nx's and Axon's tests read fixtures relative to their project's root,
+# print paths relative to it, and some write there too (Axon's checkpoint
+# tests). ../shared is read-only in CI, so the suite runs from a scratch
+# directory whose entries link to the project root's: reads find the
+# fixtures, writes stay in the scratch, and the files are compiled from
+# their paths under it.
+project = Path.dirname(root)
+scratch = Path.join(System.tmp_dir!(), "emily_nx_suite_#{System.unique_integer([:positive])}")
+File.mkdir_p!(scratch)
+for entry <- File.ls!(project), do: File.ln_s!(Path.join(project, entry), Path.join(scratch, entry))
+File.cd!(scratch)
+root = Path.join(scratch, Path.basename(root))
+
 files =
   case tl(args) do
     [] -> Path.wildcard(Path.join(root, "**/*_test.exs"))
@@ -144,15 +157,6 @@ end
 Logger.configure(level: :debug)
 :ok = :logger.set_handler_config(:default, :level, :warning)
 
-# Nx's and Axon's tests read fixtures relative to their project's root,
-# and some write there too (Axon's checkpoint tests). ../shared is
-# read-only in CI, so they run in a scratch directory whose entries link to
-# the project root's: reads find the fixtures, writes stay in the scratch.
-project = Path.dirname(root)
-scratch = Path.join(System.tmp_dir!(), "emily_nx_suite_#{System.unique_integer([:positive])}")
-File.mkdir_p!(scratch)
-for entry <- File.ls!(project), do: File.ln_s!(Path.join(project, entry), Path.join(scratch, entry))
-File.cd!(scratch)
 
 for file <- support, do: NxSuite.Source.compile(Path.join([root, "support", file]), "support/" <> file, substitutions)
 for file <- files, do: NxSuite.Source.compile(file, Path.relative_to(file, root), substitutions)
@@ -171,6 +175,6 @@ if compiler != Nx.Defn.Evaluator, do: Nx.Defn.global_default_options(compiler: c
 stale = NxSuite.Exclusions.unapplied(Enum.map(files, &Path.relative_to(&1, root)))
 for key <- stale, do: IO.puts("stale exclusion (no such test): #{inspect(key)}")
 
-File.cd!(project)
+File.cd!(System.tmp_dir!())
 File.rm_rf(scratch)
 System.halt(if failures == 0 and stale == [], do: 0, else: 1)
