@@ -595,4 +595,15 @@ defmodule Emily.Native do
   tensor of `wrt` (`identity/1` wrappers made before the outputs).
   """
   def vjp(_outputs, _cotangents, _wrt), do: nif_error()
+
+  # ---- Emily.Fast: norms, softmax, RoPE (nif_fast.c) ----
+
+  # ---- scaled dot-product attention (nif_attention.c) ----
+
+  # ---- affine quantization (nif_quant.c) ----
+
+  # ---- ggml block formats (nif_ggml.c) ----
+
+  # ---- weight files: safetensors and GGUF (nif_io.c) ----
+
 end

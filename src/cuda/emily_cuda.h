@@ -383,6 +383,14 @@ typedef struct em_cuda_api {
      * sources were compiled so far, all devices. */
     int (*fused)(int dev, const em_cuda_fused *job);
     int64_t (*fused_compiles)(void);
+    /* Emily.Fast norms, softmax and RoPE (fast.cu) */
+
+    /* scaled dot-product attention (attention.cu) */
+
+    /* affine quantization (quant.cu) */
+
+    /* ggml block formats (ggml.cu) */
+
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

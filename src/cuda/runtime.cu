@@ -500,6 +500,14 @@ static const em_cuda_api api = {
     // fusion
     fused,
     fused_compiles,
+    // Emily.Fast norms, softmax and RoPE (fast.cu)
+
+    // scaled dot-product attention (attention.cu)
+
+    // affine quantization (quant.cu)
+
+    // ggml block formats (ggml.cu)
+
 };
 
 } // namespace emc

@@ -256,6 +256,21 @@ void nif_leave(void);
     F(from_pointer, 3)                                                         \
     F(copy, 1)
 
+/* nif_fast.c: Emily.Fast norms, softmax and RoPE. */
+#define NIF_FAST_FUNCS(F)
+
+/* nif_attention.c: scaled dot-product attention. */
+#define NIF_ATTENTION_FUNCS(F)
+
+/* nif_quant.c: affine quantization. */
+#define NIF_QUANT_FUNCS(F)
+
+/* nif_ggml.c: ggml block formats. */
+#define NIF_GGML_FUNCS(F)
+
+/* nif_io.c: safetensors and GGUF files. */
+#define NIF_IO_FUNCS(F)
+
 /* Programs (nif_compile.c). */
 #define NIF_COMPILE_FUNCS(F)                                                   \
     F(placeholder, 3)                                                          \
@@ -271,6 +286,11 @@ NIF_CORE_FUNCS(NIF_DECLARE)
 NIF_OP_FUNCS(NIF_DECLARE)
 NIF_POINTER_FUNCS(NIF_DECLARE)
 NIF_COMPILE_FUNCS(NIF_DECLARE)
+NIF_FAST_FUNCS(NIF_DECLARE)
+NIF_ATTENTION_FUNCS(NIF_DECLARE)
+NIF_QUANT_FUNCS(NIF_DECLARE)
+NIF_GGML_FUNCS(NIF_DECLARE)
+NIF_IO_FUNCS(NIF_DECLARE)
 #undef NIF_DECLARE
 
 /* Generated NIFs (nif_ops.c): one per entry of emily_ops.h's lists, named

@@ -577,7 +577,9 @@ NIF_DECL(op_names) {
 #define NIF_ROW(name, arity) {#name, arity, nif_##name, 0},
 static ErlNifFunc nif_funcs[] = {
     NIF_CORE_FUNCS(NIF_ROW) NIF_OP_FUNCS(NIF_ROW) NIF_POINTER_FUNCS(NIF_ROW)
-        NIF_COMPILE_FUNCS(NIF_ROW)
+        NIF_COMPILE_FUNCS(NIF_ROW) NIF_FAST_FUNCS(NIF_ROW)
+            NIF_ATTENTION_FUNCS(NIF_ROW) NIF_QUANT_FUNCS(NIF_ROW)
+                NIF_GGML_FUNCS(NIF_ROW) NIF_IO_FUNCS(NIF_ROW)
             NIF_GENERATED_FUNCS{"build_info", 0, nif_build_info, 0}};
 #undef NIF_ROW
 

@@ -45,5 +45,17 @@ defmodule Emily.Backend.Block do
   def block(%Block.RFFT{} = s, out, [t], _fun), do: FFT.rfft(out, t, s)
   def block(%Block.IRFFT{} = s, out, [t], _fun), do: FFT.irfft(out, t, s)
 
-  def block(struct, _out, args, fun), do: apply(fun, [struct | args])
+  # Blocks of Emily's own modules (Emily.Fast, Emily.Quantization) carry
+  # their engine kernel: the struct's module implements Emily.Block.
+  def block(%module{} = struct, out, args, fun) do
+    result =
+      if Code.ensure_loaded?(module) and function_exported?(module, :emily_block, 3),
+        do: module.emily_block(struct, out, args),
+        else: :fallback
+
+    case result do
+      :fallback -> apply(fun, [struct | args])
+      result -> result
+    end
+  end
 end
