@@ -44,14 +44,19 @@ defmodule Emily.MixProject do
         {:complex, path: vendor("complex"), override: true},
         {:telemetry, path: vendor("telemetry-1.3.0"), override: true},
         {:polaris, path: vendor("polaris-0.1.0"), override: true, only: [:dev, :test]},
-        {:axon, path: vendor("axon-0.8.1"), only: [:dev, :test]}
+        {:axon, path: vendor("axon-0.8.1"), only: [:dev, :test]},
+        # The safetensors package Bumblebee reads with: Emily.SafeTensors is
+        # tested against it (and it needs Jason).
+        {:safetensors, path: vendor("safetensors-0.1.3"), only: :test},
+        {:jason, path: vendor("jason-1.4.4"), only: :test, override: true}
       ]
     else
       [
         {:nx, "~> 0.13"},
         {:telemetry, "~> 1.3"},
         {:polaris, "~> 0.1", only: [:dev, :test]},
-        {:axon, "~> 0.8", only: [:dev, :test]}
+        {:axon, "~> 0.8", only: [:dev, :test]},
+        {:safetensors, "~> 0.1.3", only: :test}
       ]
     end
   end

@@ -606,4 +606,39 @@ defmodule Emily.Native do
 
   # ---- weight files: safetensors and GGUF (nif_io.c) ----
 
+  @doc "Maps a safetensors file and checks its header: a file handle (`ArgumentError` naming the fault)."
+  def safetensors_open(_path), do: nif_error()
+
+  @doc """
+  `{tensors, metadata}` of an open safetensors file: tensors as
+  `[{name, dtype_name, dtype | nil, shape}]` in header order (`nil`: a dtype
+  the engine lacks), metadata as `[{key, value}]`.
+  """
+  def safetensors_info(_file), do: nif_error()
+
+  @doc "Tensor `name` of an open safetensors file: an evaluated tensor aliasing the mapped bytes."
+  def safetensors_get(_file, _name), do: nif_error()
+
+  @doc "Writes `[{name, tensor}]` and `[{key, value}]` metadata to `path` (via a temporary file)."
+  def safetensors_save(_path, _tensors, _metadata), do: nif_error()
+
+  @doc "The `weight_map` of a sharded checkpoint's index JSON: `[{tensor_name, file_name}]`."
+  def safetensors_index(_path), do: nif_error()
+
+  @doc "Maps a GGUF file (v2/v3) and checks its header: a file handle."
+  def gguf_open(_path), do: nif_error()
+
+  @doc """
+  `%{version, alignment, data_offset, metadata: [{key, value}], tensors:
+  [{name, shape, ggml_type, type_name, offset, nbytes}]}` of an open GGUF
+  file; shapes are row-major (GGUF's dims reversed).
+  """
+  def gguf_info(_file), do: nif_error()
+
+  @doc """
+  `{tensor, ggml_type}` for tensor `name` of an open GGUF file: plain types
+  as tensors of their dtype and shape, block types as u8 `{rows, bytes per
+  row}` tensors of the raw blocks.
+  """
+  def gguf_get(_file, _name), do: nif_error()
 end
