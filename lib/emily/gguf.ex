@@ -92,13 +92,7 @@ defmodule Emily.GGUF do
   @spec tensor!(t(), String.t()) ::
           Nx.Tensor.t() | {:ggml, atom(), {pos_integer(), pos_integer()}, Nx.Tensor.t()}
   def tensor!(%__MODULE__{ref: ref} = gguf, name) do
-    {array, _ggml_type} =
-      try do
-        Native.gguf_get(ref, name)
-      rescue
-        e in RuntimeError -> reraise ArgumentError, [message: e.message], __STACKTRACE__
-      end
-
+    {array, _ggml_type} = Native.gguf_get(ref, name)
     info = Enum.find(gguf.tensors, &(&1.name == name))
 
     if info.type in [:f32, :f16, :bf16, :f64, :i8, :i16, :i32, :i64] do

@@ -95,7 +95,14 @@ defmodule Emily.SafeTensors do
   def write!(path, tensors, metadata \\ %{}) when is_map(tensors) and is_map(metadata) do
     entries =
       for {name, tensor} <- tensors do
-        {to_string(name), Emily.Backend.Util.ref(Nx.to_tensor(tensor))}
+        tensor = Nx.to_tensor(tensor)
+
+        if tensor.type in [{:f, 8}, {:f8_e4m3fn, 8}] do
+          raise ArgumentError,
+                "safetensors: write! of #{inspect(name)}: 8-bit float tensors are not supported"
+        end
+
+        {to_string(name), Emily.Backend.Util.ref(tensor)}
       end
 
     metadata = for {k, v} <- metadata, do: {to_string(k), to_string(v)}

@@ -170,6 +170,20 @@ defmodule Emily.IO.SafeTensorsTest do
       index = write_bytes(dir, "index.json", ~s({"weight_map": 3}))
       assert_raise ArgumentError, ~r/weight_map/, fn -> Emily.SafeTensors.read_sharded!(index) end
 
+      assert_raise ArgumentError, ~r/c128, which safetensors cannot store/, fn ->
+        Emily.SafeTensors.write!(Path.join(dir, "c.safetensors"), %{
+          "c" => Nx.tensor([1.0], type: :c128)
+        })
+      end
+
+      assert_raise ArgumentError, ~r/8-bit float/, fn ->
+        Emily.SafeTensors.write!(Path.join(dir, "f8.safetensors"), %{
+          "x" => Nx.tensor([1.0], type: :f8)
+        })
+      end
+
+      assert File.ls!(dir) == ["index.json"]
+
       assert_raise ArgumentError, ~r/given twice/, fn ->
         Emily.SafeTensors.write!(Path.join(dir, "dup.safetensors"), %{
           "a" => Nx.tensor(1),
