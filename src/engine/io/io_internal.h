@@ -70,9 +70,10 @@ typedef struct em_json {
 #define EM_JSON_MAX_DEPTH 64
 
 /* Parse exactly one value from `n` bytes (surrounding whitespace allowed).
- * On failure EM_ERR_ARGUMENT with "<what>: <message> at byte <offset>". */
+ * On failure EM_ERR_ARGUMENT with "<what>: invalid JSON: <message> at byte
+ * <base + offset>" (base: where the text starts in its file). */
 em_status em__json_parse(const char *what, const char *text, size_t n,
-                         em_json *out);
+                         size_t base, em_json *out);
 void em__json_free(em_json *v);
 /* The value under `key` of an object, or NULL. */
 const em_json *em__json_get(const em_json *object, const char *key);

@@ -18,11 +18,12 @@ typedef struct json_parser {
     const char *what;
     const char *text;
     size_t n, pos;
+    size_t base; /* added to offsets in messages (the text's place in a file) */
 } json_parser;
 
 static em_status json_error(json_parser *p, const char *message) {
     return em__fail(EM_ERR_ARGUMENT, "%s: invalid JSON: %s at byte %zu",
-                    p->what, message, p->pos);
+                    p->what, message, p->base + p->pos);
 }
 
 static void skip_space(json_parser *p) {
@@ -356,9 +357,9 @@ void em__json_free(em_json *v) {
 }
 
 em_status em__json_parse(const char *what, const char *text, size_t n,
-                         em_json *out) {
+                         size_t base, em_json *out) {
     memset(out, 0, sizeof *out);
-    json_parser p = {.what = what, .text = text, .n = n, .pos = 0};
+    json_parser p = {.what = what, .text = text, .n = n, .pos = 0, .base = base};
     em_status st = parse_value(&p, out, 0);
     if (st == EM_OK) {
         skip_space(&p);

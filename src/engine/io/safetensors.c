@@ -294,7 +294,7 @@ static em_status parse_header(em_safetensors *f) {
     snprintf(what, sizeof what, "safetensors: %.255s: header", f->path);
     em_json root;
     em_status st =
-        em__json_parse(what, (const char *)m->data + 8, header_len, &root);
+        em__json_parse(what, (const char *)m->data + 8, header_len, 8, &root);
     if (st != EM_OK)
         return st;
     if (root.kind != EM_JSON_OBJECT) {
@@ -692,7 +692,7 @@ em_status em_safetensors_index_parse(const void *json, size_t n,
                                      em_safetensors_index **out) {
     *out = NULL;
     em_json root;
-    em_status st = em__json_parse("safetensors index", json, n, &root);
+    em_status st = em__json_parse("safetensors index", json, n, 0, &root);
     if (st != EM_OK)
         return st;
     em_json *map = (em_json *)em__json_get(&root, "weight_map");
