@@ -84,6 +84,12 @@ em_status em_safetensors_metadata_at(const em_safetensors *f, int64_t index,
 em_status em_safetensors_get(em_safetensors *f, const char *name,
                              em_array **out);
 
+/* The bytes of tensor `name`, whatever its dtype (F8_E4M3 and the other
+ * dtypes the engine lacks included), as a new evaluated u8 array of shape
+ * [end - begin] aliasing the mapping. */
+em_status em_safetensors_get_bytes(em_safetensors *f, const char *name,
+                                   em_array **out);
+
 /* Write `n` arrays under `names` (unique) and `nmeta` metadata pairs to
  * `path`. The arrays are evaluated and read as row-major bytes; every
  * engine dtype but c128 has a safetensors name (pred is BOOL, c64 is C64).

@@ -619,6 +619,9 @@ defmodule Emily.Native do
   @doc "Tensor `name` of an open safetensors file: an evaluated tensor aliasing the mapped bytes."
   def safetensors_get(_file, _name), do: nif_error()
 
+  @doc "The bytes of tensor `name` of an open safetensors file (any dtype) as a u8 tensor aliasing the mapping."
+  def safetensors_get_bytes(_file, _name), do: nif_error()
+
   @doc "Writes `[{name, tensor}]` and `[{key, value}]` metadata to `path` (via a temporary file)."
   def safetensors_save(_path, _tensors, _metadata), do: nif_error()
 

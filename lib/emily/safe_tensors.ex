@@ -14,7 +14,9 @@ defmodule Emily.SafeTensors do
   Tensors are CPU arrays; move them with `Nx.backend_transfer/2` to a
   device. The names and results follow the `safetensors` Hex package
   (`Safetensors.read!/2`), which Bumblebee uses: a map of name to tensor,
-  with `BOOL` read as `{:u, 8}`.
+  with `BOOL` read as `{:u, 8}`. Beyond that package, `F8_E4M3` and
+  `F8_E5M2` read as Nx's `{:f8_e4m3fn, 8}` and `{:f, 8}`; other dtypes the
+  engine lacks (`F8_E8M0`, `F6_*`, `F4`) raise `ArgumentError` naming them.
   """
 
   alias Emily.Native
@@ -35,10 +37,38 @@ defmodule Emily.SafeTensors do
     {tensors, _metadata} = Native.safetensors_info(file)
     only = opts[:only] && MapSet.new(opts[:only])
 
-    for {name, _dtype_name, _type, _shape} <- tensors,
+    for {name, dtype_name, _type, shape} <- tensors,
         only == nil or MapSet.member?(only, name),
         into: %{} do
-      {name, wrap(Native.safetensors_get(file, name))}
+      {name, get(file, name, dtype_name, shape)}
+    end
+  end
+
+  # 8-bit floats, which the engine has no dtype for, are held as Emily.Backend
+  # holds them (an f16 ref on the type's grid, see Emily.Backend.Util): their
+  # bytes are mapped as u8 and widened lazily.
+  @f8 %{"F8_E4M3" => {:f8_e4m3fn, 8}, "F8_E5M2" => {:f, 8}}
+
+  defp get(file, name, dtype_name, shape) do
+    case @f8 do
+      %{^dtype_name => type} ->
+        ref =
+          file
+          |> Native.safetensors_get_bytes(name)
+          |> Native.reshape(shape)
+          |> Emily.Backend.Util.from_storage(type)
+
+        shape = List.to_tuple(shape)
+
+        %Nx.Tensor{
+          data: %Emily.Backend{ref: ref},
+          shape: shape,
+          type: type,
+          names: List.duplicate(nil, tuple_size(shape))
+        }
+
+      _ ->
+        wrap(Native.safetensors_get(file, name))
     end
   end
 
@@ -73,15 +103,21 @@ defmodule Emily.SafeTensors do
   @doc """
   Describes the tensors of the file at `path` without reading them:
   `[%{name, dtype, type, shape}]` in header order, where `dtype` is the
-  file's spelling (`"F8_E4M3"`) and `type` the Nx type or `nil` when the
-  engine lacks it.
+  file's spelling (`"F8_E4M3"`) and `type` the Nx type `read!/2` gives it,
+  or `nil` when it cannot be read.
   """
   @spec info!(Path.t()) :: [map()]
   def info!(path) do
     {tensors, _metadata} = path |> Native.safetensors_open() |> Native.safetensors_info()
 
     for {name, dtype_name, type, shape} <- tensors do
-      type = if type == {:pred, 8}, do: {:u, 8}, else: type
+      type =
+        case type do
+          {:pred, 8} -> {:u, 8}
+          nil -> @f8[dtype_name]
+          type -> type
+        end
+
       %{name: name, dtype: dtype_name, type: type, shape: List.to_tuple(shape)}
     end
   end

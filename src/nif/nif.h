@@ -273,6 +273,7 @@ void nif_leave(void);
     F(safetensors_open, 1)                                                     \
     F(safetensors_info, 1)                                                     \
     F(safetensors_get, 2)                                                      \
+    F(safetensors_get_bytes, 2)                                                \
     F(safetensors_save, 3)                                                     \
     F(safetensors_index, 1)                                                    \
     F(gguf_open, 1)                                                            \

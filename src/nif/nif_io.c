@@ -5,6 +5,7 @@
  *   safetensors_info(file)                 {[{name, dtype_name, type | nil,
  *                                            shape}], [{key, value}]}
  *   safetensors_get(file, name)            an array aliasing the mapping
+ *   safetensors_get_bytes(file, name)      its bytes as a u8 array (any dtype)
  *   safetensors_save(path, [{name, array}], [{key, value}])  :ok
  *   safetensors_index(path)                [{tensor, file}] of a sharded
  *                                          checkpoint's index
@@ -193,6 +194,20 @@ NIF_DECL(safetensors_get) {
         return c.raised;
     em_array *out;
     em_status st = em_safetensors_get(f, name, &out);
+    enif_free(name);
+    return nif_result(&c, st, &out);
+}
+
+NIF_DECL(safetensors_get_bytes) {
+    nif_call c = NIF_CALL(env, "safetensors_get_bytes");
+    em_safetensors *f;
+    if (!get_st(&c, argv[0], &f))
+        return c.raised;
+    char *name = get_cstring(&c, argv[1], "name");
+    if (!name)
+        return c.raised;
+    em_array *out;
+    em_status st = em_safetensors_get_bytes(f, name, &out);
     enif_free(name);
     return nif_result(&c, st, &out);
 }

@@ -166,6 +166,19 @@ EM_TEST(io_safetensors_metadata_and_lookup) {
         em_array_release(a);
     }
     CHECK_ERR(em_safetensors_get(f, "e", &a), EM_ERR_UNSUPPORTED, "F8_E4M3");
+    CHECK_OK(em_safetensors_get_bytes(f, "e", &a));
+    if (a) {
+        CHECK(em_array_dtype(a) == EM_U8 && em_array_size(a) == 0);
+        em_array_release(a);
+    }
+    CHECK_OK(em_safetensors_get_bytes(f, "b", &a));
+    if (a) {
+        float got;
+        CHECK(em_array_size(a) == 4);
+        CHECK_OK(em_read(a, &got, 4));
+        CHECK(got == -2.0f);
+        em_array_release(a);
+    }
     CHECK_ERR(em_safetensors_get(f, "nope", &a), EM_ERR_ARGUMENT, "nope");
     em_safetensors_close(f);
 }

@@ -61,6 +61,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check(em_safetensors_find(f, t.name) == i);
         check(0 <= t.begin && t.begin <= t.end && (uint64_t)t.end <= size);
         em_array *a = NULL;
+        check(em_safetensors_get_bytes(f, t.name, &a) == EM_OK);
+        check(em_array_nbytes(a) == (size_t)(t.end - t.begin));
+        em_array_release(a);
+        a = NULL;
         st = em_safetensors_get(f, t.name, &a);
         if (st != EM_OK) {
             check(a == NULL && (t.dtype < 0 || t.ndim > EM_MAX_NDIM));

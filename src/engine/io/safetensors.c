@@ -443,6 +443,19 @@ em_status em_safetensors_get(em_safetensors *f, const char *name,
                         (em_dtype)t->dtype, out);
 }
 
+em_status em_safetensors_get_bytes(em_safetensors *f, const char *name,
+                                   em_array **out) {
+    *out = NULL;
+    int64_t i = em_safetensors_find(f, name);
+    if (i < 0)
+        return em__fail(EM_ERR_ARGUMENT, "safetensors: %s: no tensor \"%s\"",
+                        f->path, name);
+    const st_tensor *t = &f->tensors[i];
+    int64_t nbytes = t->end - t->begin;
+    return em__io_array(f->map, f->data_area + t->begin, (size_t)nbytes,
+                        &nbytes, 1, EM_U8, out);
+}
+
 /* ---- writer ------------------------------------------------------------- */
 
 typedef struct strbuf {
