@@ -87,6 +87,17 @@ defmodule Emily.SafeTensors do
 
     index
     |> Native.safetensors_index()
+    |> Enum.map(fn {tensor, file} ->
+      # Shards sit beside the index: a name with a directory in it (say
+      # "../x") is refused rather than followed.
+      if Path.basename(file) != file or file in [".", ".."] do
+        raise ArgumentError,
+              "safetensors index #{index}: shard #{inspect(file)} of #{inspect(tensor)} " <>
+                "is not a file name beside the index"
+      end
+
+      {tensor, file}
+    end)
     |> Enum.group_by(fn {_tensor, file} -> file end, fn {tensor, _file} -> tensor end)
     |> Enum.reduce(%{}, fn {file, names}, acc ->
       Map.merge(acc, read!(Path.join(dir, file), Keyword.put(opts, :only, names)))

@@ -178,6 +178,12 @@ defmodule Emily.IO.SafeTensorsTest do
       index = write_bytes(dir, "index.json", ~s({"weight_map": 3}))
       assert_raise ArgumentError, ~r/weight_map/, fn -> Emily.SafeTensors.read_sharded!(index) end
 
+      index = write_bytes(dir, "index2.json", ~s({"weight_map": {"a": "../a.safetensors"}}))
+
+      assert_raise ArgumentError, ~r/not a file name beside the index/, fn ->
+        Emily.SafeTensors.read_sharded!(index)
+      end
+
       assert_raise ArgumentError, ~r/c128, which safetensors cannot store/, fn ->
         Emily.SafeTensors.write!(Path.join(dir, "c.safetensors"), %{
           "c" => Nx.tensor([1.0], type: :c128)
@@ -190,7 +196,7 @@ defmodule Emily.IO.SafeTensorsTest do
         })
       end
 
-      assert File.ls!(dir) == ["index.json"]
+      assert Enum.sort(File.ls!(dir)) == ["index.json", "index2.json"]
 
       assert_raise ArgumentError, ~r/given twice/, fn ->
         Emily.SafeTensors.write!(Path.join(dir, "dup.safetensors"), %{
