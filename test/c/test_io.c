@@ -483,6 +483,15 @@ EM_TEST(io_gguf_good_file) {
     CHECK_OK(em_gguf_get(f, "w", &a, &type));
     if (a) {
         CHECK(type == EM_GGML_F32 && em_array_shape(a)[0] == 2);
+        /* Zero copy: the array's bytes are the mapping's. The first key's
+         * text is at file offset 32 (24-byte header, 8-byte length). */
+        const char *key;
+        size_t key_len;
+        CHECK_OK(em_gguf_kv_at(f, 0, &key, &key_len, &v));
+        const void *bytes;
+        size_t nbytes;
+        CHECK_OK(em_array_data(a, &bytes, &nbytes));
+        CHECK((const char *)bytes == key - 32 + em_gguf_data_offset(f));
         double got[6];
         t_read_f64(a, got, 6);
         CHECK(got[0] == 1 && got[5] == 6);
