@@ -22,7 +22,8 @@ Writes (all a few KB):
                           safetensors.numpy.load_file; roundtrip.json records
                           that check and the file's sha256 (the oracle test
                           writes again and compares the bytes)
-CI reads these files; it never needs the pip packages.
+CI reads these files; it never needs the pip packages. Last generated with
+safetensors 0.8.0, gguf 0.19.0 and numpy 2.4.
 """
 import ctypes as C
 import hashlib
