@@ -147,13 +147,12 @@ defmodule Emily.Fast do
     base = number!(opts[:base], :base, "rope")
     scale = number!(opts[:scale], :scale, "rope")
     traditional = bool!(opts[:traditional])
-    offset = offset!(offset)
+    offset = offset!(offset, x)
     out = template(x, [])
     struct = %Block.RoPE{dims: dims, traditional: traditional, base: base, scale: scale}
 
     Nx.block(struct, [x, offset], out, fn %Block.RoPE{}, x, offset ->
-      inv = Nx.pow(base, Nx.divide(Nx.multiply(Nx.iota({div(dims, 2)}, type: :f32), -2), dims))
-      rope_fallback(x, offset, inv, dims, traditional, scale, out.type)
+      rope_fallback(x, offset, {:base, base}, dims, traditional, scale, out.type)
     end)
     |> revectorize(vectorized)
   end
@@ -174,7 +173,7 @@ defmodule Emily.Fast do
     dims = dims!(opts[:dims], x)
     scale = number!(opts[:scale], :scale, "rope_with_freqs")
     traditional = bool!(opts[:traditional])
-    offset = offset!(offset)
+    offset = offset!(offset, x)
     freqs = Nx.to_tensor(freqs)
 
     if freqs.shape != {div(dims, 2)} do
@@ -188,7 +187,7 @@ defmodule Emily.Fast do
     struct = %Block.RoPEWithFreqs{dims: dims, traditional: traditional, scale: scale}
 
     Nx.block(struct, [x, offset, freqs], out, fn %Block.RoPEWithFreqs{}, x, offset, freqs ->
-      rope_fallback(x, offset, Nx.divide(1.0, freqs), dims, traditional, scale, out.type)
+      rope_fallback(x, offset, {:freqs, freqs}, dims, traditional, scale, out.type)
     end)
     |> revectorize(vectorized)
   end
@@ -228,13 +227,21 @@ defmodule Emily.Fast do
     Nx.as_type(Nx.divide(e, Nx.sum(e, axes: [axis], keep_axes: true)), type)
   end
 
-  # inv: the dims/2 inverse frequencies (f32).
-  defp rope_fallback(x, offset, inv, dims, traditional, scale, type) do
+  # The angle of pair i at position p: scale * p * base^(-2i/dims), or
+  # scale * p / freqs[i] (MLX's periods).
+  defp rope_fallback(x, offset, freqs, dims, traditional, scale, type) do
     ct = compute_type(type)
     rank = Nx.rank(x)
     seq = elem(x.shape, rank - 2)
     d = elem(x.shape, rank - 1)
     half = div(dims, 2)
+
+    inv =
+      case freqs do
+        {:base, base} -> Nx.pow(base, Nx.divide(Nx.multiply(Nx.iota({half}, type: ct), -2), dims))
+        {:freqs, freqs} -> Nx.divide(1.0, Nx.as_type(freqs, ct))
+      end
+
     pos = Nx.multiply(Nx.as_type(Nx.add(Nx.iota({seq}, type: :s64), offset), ct), scale)
     theta = Nx.outer(pos, Nx.as_type(inv, ct))
     {c, s} = {Nx.cos(theta), Nx.sin(theta)}
@@ -342,14 +349,19 @@ defmodule Emily.Fast do
     dims
   end
 
-  defp offset!(offset) when is_integer(offset),
+  # Inside defn an integer offset becomes a constant of the expression (a
+  # block's arguments are all tensors of one kind).
+  defp offset!(offset, %Nx.Tensor{data: %Nx.Defn.Expr{}}) when is_integer(offset),
+    do: Nx.Defn.Expr.tensor(Nx.tensor(offset, type: :s32, backend: Nx.BinaryBackend))
+
+  defp offset!(offset, _x) when is_integer(offset),
     do: Nx.tensor(offset, type: :s32, backend: Nx.BinaryBackend)
 
-  defp offset!(%Nx.Tensor{shape: {}, type: {kind, _}} = offset) when kind in [:s, :u] do
+  defp offset!(%Nx.Tensor{shape: {}, type: {kind, _}} = offset, _x) when kind in [:s, :u] do
     if offset.type == {:s, 64}, do: offset, else: Nx.as_type(offset, :s32)
   end
 
-  defp offset!(offset) do
+  defp offset!(offset, _x) do
     raise ArgumentError,
           "Emily.Fast.rope: offset must be an integer or a scalar integer tensor, got #{inspect(offset)}"
   end
