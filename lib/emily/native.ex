@@ -612,4 +612,5 @@ defmodule Emily.Native do
   # ---- ggml block formats (nif_ggml.c) ----
 
   # ---- weight files: safetensors and GGUF (nif_io.c) ----
+
 end
