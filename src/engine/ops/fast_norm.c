@@ -10,7 +10,7 @@
  * -ffast-math); the lanes are summed at the end of the row.
  *
  * Softmax keeps a running max m and a running sum s of exp(x - m) (online
- * softmax): per chunk of CHUNK elements, the chunk's max first; when it
+ * softmax): per chunk of CHUNK elements (2 KiB of f32, in L1 for the second look), the chunk's max first; when it
  * exceeds m, s is rescaled by exp(m - new max). The write pass is then
  * exp(x - m) / s (see SAFE_MAX for -Inf). exp of a non-positive float is fast_expf_nonpos below, a
  * branch-free polynomial that vectorises; f64 uses libm's exp.
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 
 #define LANES 16
-#define CHUNK 64 /* softmax: elements per max update (a multiple of LANES) */
+#define CHUNK 512 /* softmax: elements per max update (a multiple of LANES) */
 
 /*
  * exp(x) for x <= 0, NaN or -Inf, vectorisable: exp(x) = 2^n * exp(r),
@@ -127,35 +127,47 @@ typedef struct row_job {
         const C mean = sum / (C)D;                                             \
         ROW_SUM(C, LOAD, x, D, (v - mean) * (v - mean), sq);                   \
         const C r = (C)1 / FAST_SQRT(sq / (C)D + eps);                         \
-        for (int64_t i = 0; i < D; i++) {                                      \
-            C v = ((C)LOAD(x[i]) - mean) * r;                                  \
-            if (w)                                                             \
-                v = v * (C)LOAD(w[i]);                                         \
-            if (b)                                                             \
-                v = v + (C)LOAD(b[i]);                                         \
-            y[i] = STORE(v);                                                   \
-        }                                                                      \
+        /* one loop per case: a test inside would stop vectorisation */     \
+        if (w && b)                                                            \
+            for (int64_t i = 0; i < D; i++)                                    \
+                y[i] = STORE(((C)LOAD(x[i]) - mean) * r * (C)LOAD(w[i]) +      \
+                             (C)LOAD(b[i]));                                   \
+        else if (w)                                                            \
+            for (int64_t i = 0; i < D; i++)                                    \
+                y[i] = STORE(((C)LOAD(x[i]) - mean) * r * (C)LOAD(w[i]));      \
+        else if (b)                                                            \
+            for (int64_t i = 0; i < D; i++)                                    \
+                y[i] = STORE(((C)LOAD(x[i]) - mean) * r + (C)LOAD(b[i]));      \
+        else                                                                   \
+            for (int64_t i = 0; i < D; i++)                                    \
+                y[i] = STORE(((C)LOAD(x[i]) - mean) * r);                      \
     }                                                                          \
     EM_CLONES static void softmax_row_##sfx(const S *restrict x,               \
                                             S *restrict y, int64_t D) {        \
         C m = -(C)INFINITY, s = 0;                                             \
+        C buf[CHUNK]; /* the chunk converted to the compute type */           \
         for (int64_t i0 = 0; i0 < D; i0 += CHUNK) {                            \
-            const S *p = x + i0;                                               \
             const int64_t n = D - i0 < CHUNK ? D - i0 : CHUNK;                 \
+            const C *p = (const C *)(const void *)(x + i0);                    \
+            if (sizeof(S) != sizeof(C)) { /* f16, bf16: convert once */        \
+                for (int64_t i = 0; i < n; i++)                                \
+                    buf[i] = (C)LOAD(x[i0 + i]);                               \
+                p = buf;                                                       \
+            }                                                                  \
             C lane[LANES];                                                     \
             for (int l = 0; l < LANES; l++)                                    \
                 lane[l] = -(C)INFINITY;                                        \
             int64_t i = 0;                                                     \
             for (; i + LANES <= n; i += LANES)                                 \
                 for (int l = 0; l < LANES; l++) {                              \
-                    C v = (C)LOAD(p[i + l]);                                   \
+                    C v = p[i + l];                                            \
                     lane[l] = v > lane[l] ? v : lane[l];                       \
                 }                                                              \
             C cm = -(C)INFINITY;                                               \
             for (int l = 0; l < LANES; l++)                                    \
                 cm = lane[l] > cm ? lane[l] : cm;                              \
             for (; i < n; i++) {                                               \
-                C v = (C)LOAD(p[i]);                                           \
+                C v = p[i];                                                    \
                 cm = v > cm ? v : cm;                                          \
             }                                                                  \
             if (cm > m) {                                                      \
@@ -164,11 +176,11 @@ typedef struct row_job {
             }                                                                  \
             C cs;                                                              \
             const C mm = SAFE_MAX(m);                                          \
-            ROW_SUM(C, LOAD, p, n, FAST_EXP(v - mm), cs);                      \
+            ROW_SUM(C, EM_LOAD_ID, p, n, FAST_EXP(v - mm), cs);                \
             s += cs;                                                           \
         }                                                                      \
         const C inv = (C)1 / s, mm = SAFE_MAX(m);                              \
-        for (int64_t i = 0; i < D; i++)                                        \
+                for (int64_t i = 0; i < D; i++)                                        \
             y[i] = STORE(FAST_EXP((C)LOAD(x[i]) - mm) * inv);                  \
     }                                                                          \
     static void rms_rows_##sfx(void *ctx, int64_t r0, int64_t r1) {            \
