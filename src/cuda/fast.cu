@@ -116,7 +116,8 @@ __global__ void __launch_bounds__(ROW_THREADS)
             for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
                 C v = DT<D>::load(x[i]);
                 if (v > m) {
-                    s = s * exp(m - v) + C(1);
+                    // v's own term exp(v - v): 1, or NaN for +Inf (as the CPU)
+                    s = s * exp(m - v) + (C(1) + (v - v));
                     m = v;
                 } else if (!(v == C(-INFINITY))) {
                     s += exp(v - m); // -Inf adds 0; NaN makes s NaN
