@@ -309,7 +309,11 @@ em_status em_rms_norm(em_array *x, em_array *weight, double eps,
         st = check_vector("rms_norm", "weight", weight, x);
     if (st != EM_OK)
         return st;
-    fast_row_params p = {FAST_RMS_NORM, weight != NULL, false, eps};
+    fast_row_params p;
+    memset(&p, 0, sizeof p); /* padding too: CSE compares the bytes */
+    p.kind = FAST_RMS_NORM;
+    p.has_weight = weight != NULL;
+    p.eps = eps;
     return build_rows("rms_norm", x, weight, NULL, &p, out);
 }
 
@@ -326,7 +330,12 @@ em_status em_layer_norm(em_array *x, em_array *weight, em_array *bias,
         st = check_vector("layer_norm", "bias", bias, x);
     if (st != EM_OK)
         return st;
-    fast_row_params p = {FAST_LAYER_NORM, weight != NULL, bias != NULL, eps};
+    fast_row_params p;
+    memset(&p, 0, sizeof p);
+    p.kind = FAST_LAYER_NORM;
+    p.has_weight = weight != NULL;
+    p.has_bias = bias != NULL;
+    p.eps = eps;
     return build_rows("layer_norm", x, weight, bias, &p, out);
 }
 
@@ -346,7 +355,9 @@ em_status em_softmax(em_array *x, int axis, em_array **out) {
     st = em__check_axis("softmax", axis, x->ndim, &ax);
     if (st != EM_OK)
         return st;
-    fast_row_params p = {FAST_SOFTMAX, false, false, 0.0};
+    fast_row_params p;
+    memset(&p, 0, sizeof p);
+    p.kind = FAST_SOFTMAX;
     const int last = x->ndim - 1;
     if (ax == last)
         return build_rows("softmax", x, NULL, NULL, &p, out);

@@ -157,8 +157,13 @@ em_status em_rope(em_array *x, em_array *offset, const em_rope_options *opts,
                         "%lld elements",
                         em__describe(opts->freqs, &dd),
                         (long long)(opts->dims / 2));
-    fast_rope_params p = {opts->dims, opts->traditional, opts->freqs != NULL,
-                          base, scale};
+    fast_rope_params p;
+    memset(&p, 0, sizeof p); /* padding too: CSE compares the bytes */
+    p.dims = opts->dims;
+    p.traditional = opts->traditional;
+    p.has_freqs = opts->freqs != NULL;
+    p.base = base;
+    p.scale = scale;
     em_array *in[3] = {NULL, offset, NULL};
     int n = opts->freqs ? 3 : 2;
     em_status st = em_contiguous(x, &in[0]);
