@@ -1,4 +1,4 @@
-# Emily.Fast bench: rms_norm, layer_norm and softmax over large rows, the
+# Emily.Fast bench: rms_norm, layer_norm, softmax (and rope) over large rows, the
 # fused native kernel against the composed Nx formula on Emily (eager, and
 # under Emily.Compiler), and against the memory-copy rate measured in the
 # same run. Figures are GB/s of the bytes each op must move at least (one
@@ -57,7 +57,37 @@ composed = %{
   end
 }
 
+# RoPE (HF half rotation, all of head_dim 128, offset 0) on x viewed as
+# {1, 32, seq, 128}.
+rope_view = fn x ->
+  {rows, cols} = x.shape
+  Nx.reshape(x, {1, 32, div(rows * cols, 32 * 128), 128})
+end
+
+composed_rope = fn x, _w ->
+  x = rope_view.(x)
+  seq = elem(x.shape, 2)
+  inv = Nx.pow(10_000.0, Nx.divide(Nx.multiply(Nx.iota({64}, type: :f32), -2), 128))
+  theta = Nx.outer(Nx.iota({seq}, type: :f32), inv)
+  {c, s} = {Nx.cos(theta), Nx.sin(theta)}
+  xf = Nx.as_type(x, :f32)
+  a = Nx.slice_along_axis(xf, 0, 64, axis: -1)
+  b = Nx.slice_along_axis(xf, 64, 64, axis: -1)
+
+  Nx.concatenate(
+    [
+      Nx.subtract(Nx.multiply(a, c), Nx.multiply(b, s)),
+      Nx.add(Nx.multiply(a, s), Nx.multiply(b, c))
+    ],
+    axis: -1
+  )
+  |> Nx.as_type(x.type)
+end
+
+composed = Map.put(composed, :rope, composed_rope)
+
 fused = %{
+  rope: fn x, _w -> Emily.Fast.rope(rope_view.(x), 0, dims: 128) end,
   rms_norm: fn x, w -> Emily.Fast.rms_norm(x, w) end,
   layer_norm: fn x, w -> Emily.Fast.layer_norm(x, w, w) end,
   softmax: fn x, _w -> Emily.Fast.softmax(x) end
@@ -93,7 +123,7 @@ for shape <- shapes, type <- types do
       "#{rows}x#{cols} | #{Nx.Type.to_string(type)} | #{Float.round(copy, 1)} | 100% | | | |"
   )
 
-  for op <- [:rms_norm, :layer_norm, :softmax] do
+  for op <- [:rms_norm, :layer_norm, :softmax, :rope] do
     f = fused[op]
     c = composed[op]
     cj = Nx.Defn.jit(c, compiler: Emily.Compiler)

@@ -4,9 +4,10 @@
  * The angles depend only on the sequence index and the pair, not on the
  * batch or head: the eval first builds a table of cos and sin for every
  * (l, i), l < L and i < dims/2 (angles in double, rounded to the compute
- * type once), then rotates every row (a (matrix, l) pair) from it. The
- * table is L * dims/2 pairs, shared by all batch * heads rows; a decode
- * step (L = 1) builds dims/2 of them.
+ * type once; the inverse frequencies once per eval), then rotates every
+ * row (a (matrix, l) pair) from it, l-major so that the rows sharing a
+ * table row run back to back. The table is L * dims/2 pairs, shared by all
+ * batch * heads rows; a decode step (L = 1) builds dims/2 of them.
  *
  * The offset is read from its (evaluated) 0-d input at eval time: a
  * compiled program replays with a new offset without being rebuilt.
@@ -22,10 +23,11 @@ typedef struct rope_job {
     const void *table; /* cos, sin interleaved: [(l*half + i)*2 + {0,1}] */
     int64_t L, D, half;
     bool traditional;
+    int64_t nmat; /* matrices of L rows */
     /* table building */
-    const float *freqs;
-    double base, scale;
-    int64_t dims, offset;
+    const double *inv; /* the half inverse frequencies */
+    double scale;
+    int64_t offset;
 } rope_job;
 
 #define DEFINE_ROPE(E, sfx, S, C, LOAD, STORE)                                 \
@@ -35,10 +37,7 @@ typedef struct rope_job {
         for (int64_t l = l0; l < l1; l++) {                                    \
             const double pos = j->scale * (double)(j->offset + l);             \
             for (int64_t i = 0; i < j->half; i++) {                            \
-                double inv = j->freqs                                          \
-                                 ? 1.0 / (double)j->freqs[i]                   \
-                                 : fast_rope_inv_freq(j->base, j->dims, i);    \
-                double theta = pos * inv;                                      \
+                double theta = pos * j->inv[i];                                \
                 tab[(l * j->half + i) * 2] = (C)cos(theta);                    \
                 tab[(l * j->half + i) * 2 + 1] = (C)sin(theta);                \
             }                                                                  \
@@ -47,24 +46,35 @@ typedef struct rope_job {
     EM_CLONES static void rope_row_##sfx(const S *restrict x, S *restrict y,   \
                                          const C *restrict cs, int64_t half,   \
                                          int64_t D, bool traditional) {        \
-        /* pair i is (a, b) at (2i, 2i+1) or (i, i + half) */                  \
-        const int64_t da = traditional ? 2 : 1;                                \
-        const int64_t db = traditional ? 1 : half;                             \
-        for (int64_t i = 0; i < half; i++) {                                   \
-            const C c = cs[2 * i], s = cs[2 * i + 1];                          \
-            const C a = (C)LOAD(x[i * da]), b = (C)LOAD(x[i * da + db]);       \
-            y[i * da] = STORE(a * c - b * s);                                  \
-            y[i * da + db] = STORE(a * s + b * c);                             \
-        }                                                                      \
+        /* pair i is (a, b) at (2i, 2i+1) or (i, i + half); one loop each,  \
+         * with constant strides, so that both vectorise */                   \
+        if (traditional)                                                       \
+            for (int64_t i = 0; i < half; i++) {                               \
+                const C c = cs[2 * i], s = cs[2 * i + 1];                      \
+                const C a = (C)LOAD(x[2 * i]), b = (C)LOAD(x[2 * i + 1]);      \
+                y[2 * i] = STORE(a * c - b * s);                               \
+                y[2 * i + 1] = STORE(a * s + b * c);                           \
+            }                                                                  \
+        else                                                                   \
+            for (int64_t i = 0; i < half; i++) {                               \
+                const C c = cs[2 * i], s = cs[2 * i + 1];                      \
+                const C a = (C)LOAD(x[i]), b = (C)LOAD(x[i + half]);           \
+                y[i] = STORE(a * c - b * s);                                   \
+                y[i + half] = STORE(a * s + b * c);                            \
+            }                                                                  \
         for (int64_t i = 2 * half; i < D; i++)                                 \
             y[i] = x[i];                                                       \
     }                                                                          \
-    static void rope_rows_##sfx(void *ctx, int64_t r0, int64_t r1) {           \
+    /* Units are (l, matrix) pairs, l-major: consecutive rows share their  \
+     * table row, which stays in L1. */                                       \
+    static void rope_rows_##sfx(void *ctx, int64_t u0, int64_t u1) {           \
         const rope_job *j = ctx;                                               \
-        for (int64_t r = r0; r < r1; r++)                                      \
+        for (int64_t u = u0; u < u1; u++) {                                    \
+            const int64_t l = u / j->nmat, r = (u % j->nmat) * j->L + l;       \
             rope_row_##sfx((const S *)j->x + r * j->D, (S *)j->y + r * j->D,   \
-                           (const C *)j->table + (r % j->L) * j->half * 2,     \
-                           j->half, j->D, j->traditional);                     \
+                           (const C *)j->table + l * j->half * 2, j->half,     \
+                           j->D, j->traditional);                              \
+        }                                                                      \
     }
 
 EM_DTYPES_REALFLOAT(DEFINE_ROPE)
@@ -96,23 +106,31 @@ static em_status rope_eval(em_array *node) {
     j.D = x->shape[x->ndim - 1];
     j.half = p->dims / 2;
     j.traditional = p->traditional;
-    j.freqs = p->has_freqs ? em__data(node->inputs[2]) : NULL;
-    j.base = p->base;
+    j.nmat = node->size / (j.L * j.D);
     j.scale = p->scale;
-    j.dims = p->dims;
     j.offset = read_offset(node->inputs[1]);
+    const float *freqs = p->has_freqs ? em__data(node->inputs[2]) : NULL;
     const size_t tab_bytes =
         (size_t)j.L * (size_t)j.half * 2 * rope_fns[node->dtype].compute_size;
     void *table = malloc(tab_bytes);
-    if (!table)
+    double *inv = malloc((size_t)j.half * sizeof *inv);
+    if (!table || !inv) {
+        free(table);
+        free(inv);
         return em__fail(EM_ERR_OOM,
                         "rope: out of memory for the %zu-byte angle table",
                         tab_bytes);
+    }
+    for (int64_t i = 0; i < j.half; i++)
+        inv[i] = freqs ? 1.0 / (double)freqs[i]
+                       : fast_rope_inv_freq(p->base, p->dims, i);
+    j.inv = inv;
     j.table = table;
     /* sin and cos in double cost about as much as rotating 32 elements */
     em__parallel_units(j.L, j.half * 32, rope_fns[node->dtype].table, &j);
     em__parallel_units(node->size / j.D, j.D, rope_fns[node->dtype].rows, &j);
     free(table);
+    free(inv);
     return EM_OK;
 }
 
