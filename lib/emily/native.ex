@@ -598,6 +598,13 @@ defmodule Emily.Native do
 
   # ---- Emily.Fast: norms, softmax, RoPE (nif_fast.c) ----
 
+  # weight and bias: a ref of x's dtype and shape {D}, or nil.
+  def fast_rms_norm(_x, _weight, _eps), do: nif_error()
+  def fast_layer_norm(_x, _weight, _bias, _eps), do: nif_error()
+  def fast_softmax(_x, _axis), do: nif_error()
+  # offset: a 0-d s32/s64 ref; freqs: a 1-D f32 ref of dims/2 periods, or nil.
+  def fast_rope(_x, _offset, _freqs, _dims, _traditional, _base, _scale), do: nif_error()
+
   # ---- scaled dot-product attention (nif_attention.c) ----
 
   # ---- affine quantization (nif_quant.c) ----

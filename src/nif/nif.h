@@ -257,7 +257,11 @@ void nif_leave(void);
     F(copy, 1)
 
 /* nif_fast.c: Emily.Fast norms, softmax and RoPE. */
-#define NIF_FAST_FUNCS(F)
+#define NIF_FAST_FUNCS(F)                                                      \
+    F(fast_rms_norm, 3)                                                        \
+    F(fast_layer_norm, 4)                                                      \
+    F(fast_softmax, 2)                                                         \
+    F(fast_rope, 7)
 
 /* nif_attention.c: scaled dot-product attention. */
 #define NIF_ATTENTION_FUNCS(F)
