@@ -448,7 +448,15 @@ static int words_per_unit(int bits) { return 32 % bits == 0 ? 1 : bits; }
 /* t[u] = sum_j code(u, j) * xp[j * xstride + u] for nu consecutive units
  * from `words`, with BITS known at compile time (so the shifts and masks
  * are constants when the loop over j unrolls). */
+#define UNIT_LANES 16 /* units summed together in registers */
 #define DEFINE_UNIT_DOTS(BITS)                                                 \
+    static inline float unit_code_##BITS(const uint32_t *w, int j) {           \
+        const int bit = j * BITS, wo = bit >> 5, s = bit & 31;                 \
+        uint32_t v = w[wo] >> s;                                               \
+        if (s + BITS > 32)                                                     \
+            v |= w[wo + 1] << (32 - s);                                        \
+        return (float)(int32_t)(v & ((1u << BITS) - 1));                       \
+    }                                                                          \
     static EM_CLONES void unit_dots_##BITS(                                    \
         const uint32_t *restrict words, const float *restrict xp,              \
         int64_t xstride, int64_t nu, float *restrict t) {                      \
@@ -456,24 +464,26 @@ static int words_per_unit(int bits) { return 32 % bits == 0 ? 1 : bits; }
             CPU_ = 32 % BITS == 0 ? 32 / BITS : 32,                            \
             WPU_ = 32 % BITS == 0 ? 1 : BITS                                   \
         };                                                                     \
-        const uint32_t mask = (1u << BITS) - 1;                                \
-        for (int64_t u = 0; u < nu; u++)                                       \
-            t[u] = 0.0f;                                                       \
-        for (int j = 0; j < CPU_; j++) {                                       \
-            const int bit = j * BITS, wo = bit >> 5, s = bit & 31;             \
-            const float *restrict xj = xp + j * xstride;                       \
-            const uint32_t *restrict wj = words + wo;                          \
-            if (s + BITS > 32) {                                               \
-                for (int64_t u = 0; u < nu; u++) {                             \
-                    uint32_t v = (wj[u * WPU_] >> s) |                         \
-                                 (wj[u * WPU_ + 1] << (32 - s));               \
-                    t[u] += (float)(int32_t)(v & mask) * xj[u];                \
-                }                                                              \
-            } else {                                                           \
-                for (int64_t u = 0; u < nu; u++)                               \
-                    t[u] += (float)(int32_t)((wj[u * WPU_] >> s) & mask) *     \
-                            xj[u];                                             \
+        int64_t u0 = 0;                                                        \
+        /* UNIT_LANES units at a time: the sums stay in vector registers      \
+         * across the codes of a unit (j, unrolled: constant shifts). */       \
+        for (; u0 + UNIT_LANES <= nu; u0 += UNIT_LANES) {                      \
+            float acc[UNIT_LANES] = {0};                                       \
+            for (int j = 0; j < CPU_; j++) {                                   \
+                const float *restrict xj = xp + j * xstride + u0;              \
+                for (int l = 0; l < UNIT_LANES; l++)                           \
+                    acc[l] += unit_code_##BITS(words + (u0 + l) * WPU_, j) *   \
+                              xj[l];                                           \
             }                                                                  \
+            for (int l = 0; l < UNIT_LANES; l++)                               \
+                t[u0 + l] = acc[l];                                            \
+        }                                                                      \
+        for (; u0 < nu; u0++) {                                                \
+            float acc = 0.0f;                                                  \
+            for (int j = 0; j < CPU_; j++)                                     \
+                acc += unit_code_##BITS(words + u0 * WPU_, j) *                \
+                       xp[j * xstride + u0];                                   \
+            t[u0] = acc;                                                       \
         }                                                                      \
     }                                                                          \
     /* acc[j * astride + u] += code(u, j) * xs[u] for nu units: a row of a    \
@@ -530,14 +540,36 @@ static const unit_axpy_fn unit_axpy[9] = {
 typedef struct qmm_job {
     const float *x; /* (M, K) f32 */
     const uint32_t *wq;
-    const float *scales, *biases; /* f32 copies, (rows of w, groups) */
-    float *out;                   /* (M, N) f32 */
-    const float *xp;              /* (M, codes per unit, units) permuted x */
-    const float *xsum;            /* (M, groups of K) group sums of x */
-    float *acc, *bacc;            /* transpose=false accumulators */
+    const void *scales, *biases; /* (rows of w, groups), x's dtype */
+    row_io io;                   /* x's dtype <-> f32 */
+    size_t es;                   /* bytes of x's dtype */
+    float *out;                  /* (M, N) f32 */
+    const float *xp;             /* (M, codes per unit, units) permuted x */
+    const float *xsum;           /* (M, groups of K) group sums of x */
+    float *acc, *bacc;           /* transpose=false accumulators */
     int64_t M, N, K;
     int gs, bits;
 } qmm_job;
+
+/* Scales and biases of weight row r as f32 (G of each): in place for
+ * f32, else widened into buf (2 * G floats). */
+static void load_sb(const qmm_job *jb, int64_t r, int64_t G, float *buf,
+                    const float **s, const float **b) {
+    const char *sp = (const char *)jb->scales + (size_t)(r * G) * jb->es;
+    const char *bp = (const char *)jb->biases + (size_t)(r * G) * jb->es;
+    if (jb->es == 4) {
+        *s = (const float *)(const void *)sp;
+        *b = (const float *)(const void *)bp;
+        return;
+    }
+    jb->io.load(sp, buf, G);
+    jb->io.load(bp, buf + G, G);
+    *s = buf;
+    *b = buf + G;
+}
+
+/* Room for one row's scales and biases in f32: on the stack when small. */
+#define SB_STACK 1024
 
 /* transpose=true, output rows [n0, n1): w (N, K). */
 static void matvec_rows(void *ctx, int64_t n0, int64_t n1) {
@@ -546,10 +578,14 @@ static void matvec_rows(void *ctx, int64_t n0, int64_t n1) {
     const int64_t K = jb->K, U = K / cpu, G = K / jb->gs, W = K * jb->bits / 32;
     const int64_t upg = jb->gs / cpu;
     const unit_dots_fn dots = unit_dots[jb->bits];
-    float t[UNIT_CHUNK];
+    float t[UNIT_CHUNK], sb_stack[2 * SB_STACK];
+    float *sb = G <= SB_STACK ? sb_stack : malloc(2 * (size_t)G * sizeof *sb);
+    if (!sb)
+        return; /* qmm_eval checked that this much can be had */
     for (int64_t n = n0; n < n1; n++) {
         const uint32_t *row = jb->wq + n * W;
-        const float *s = jb->scales + n * G, *b = jb->biases + n * G;
+        const float *s, *b;
+        load_sb(jb, n, G, sb, &s, &b);
         float acc[MATVEC_MAX_M] = {0};
         for (int64_t u0 = 0; u0 < U; u0 += UNIT_CHUNK) {
             const int64_t nu = U - u0 < UNIT_CHUNK ? U - u0 : UNIT_CHUNK;
@@ -567,6 +603,8 @@ static void matvec_rows(void *ctx, int64_t n0, int64_t n1) {
         for (int64_t m = 0; m < jb->M; m++)
             jb->out[m * jb->N + n] = acc[m];
     }
+    if (sb != sb_stack)
+        free(sb);
 }
 
 /* transpose=false, column groups [g0, g1): w (K, N) quantized along N.
@@ -577,10 +615,14 @@ static void matvec_cols(void *ctx, int64_t g0, int64_t g1) {
     const int64_t N = jb->N, U = N / cpu, G = N / jb->gs, W = N * jb->bits / 32;
     const int64_t upg = jb->gs / cpu, u0 = g0 * upg, nu = (g1 - g0) * upg;
     const unit_axpy_fn axpy = unit_axpy[jb->bits];
-    float xs[UNIT_CHUNK];
+    float xs[UNIT_CHUNK], sb_stack[2 * SB_STACK];
+    float *sb = G <= SB_STACK ? sb_stack : malloc(2 * (size_t)G * sizeof *sb);
+    if (!sb)
+        return;
     for (int64_t k = 0; k < jb->K; k++) {
         const uint32_t *row = jb->wq + k * W;
-        const float *s = jb->scales + k * G, *b = jb->biases + k * G;
+        const float *s, *b;
+        load_sb(jb, k, G, sb, &s, &b);
         for (int64_t m = 0; m < jb->M; m++) {
             const float xv = jb->x[m * jb->K + k];
             for (int64_t g = g0; g < g1; g++)
@@ -599,6 +641,8 @@ static void matvec_cols(void *ctx, int64_t g0, int64_t g1) {
             for (int j = 0; j < cpu; j++)
                 jb->out[m * N + u * cpu + j] =
                     jb->acc[m * N + j * U + u] + jb->bacc[m * G + u / upg];
+    if (sb != sb_stack)
+        free(sb);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -606,31 +650,30 @@ static void matvec_cols(void *ctx, int64_t g0, int64_t g1) {
 /* ------------------------------------------------------------------------ */
 
 typedef struct tile_job {
-    const uint32_t *wq;
-    const float *scales, *biases;
+    const qmm_job *q;
     float *tile;
     int64_t r0, len; /* first weight row, unpacked row length */
-    int gs, bits;
 } tile_job;
 
 /* Rows [r0 + a, r0 + b) of w dequantized to f32 (q * s + b, unrounded). */
 static void dequant_tile(void *ctx, int64_t a, int64_t b) {
     const tile_job *jb = ctx;
-    const int64_t L = jb->len, G = L / jb->gs, W = L * jb->bits / 32;
-    uint8_t q[4096];
+    const qmm_job *q = jb->q;
+    const int64_t L = jb->len, G = L / q->gs, W = L * q->bits / 32;
+    uint8_t *codes = malloc((size_t)L + 2 * (size_t)G * sizeof(float));
+    if (!codes)
+        return; /* qmm_eval checked that this much can be had */
+    float *sb = (float *)(void *)(codes + ((size_t)L + 3) / 4 * 4);
     for (int64_t r = a; r < b; r++) {
         const int64_t row = jb->r0 + r;
         float *dst = jb->tile + r * L;
-        for (int64_t c0 = 0; c0 < L; c0 += 4096) {
-            const int64_t nc = L - c0 < 4096 ? L - c0 : 4096;
-            unpack_codes(jb->wq + row * W + c0 * jb->bits / 32, jb->bits, nc,
-                         q);
-            for (int64_t c = 0; c < nc; c++) {
-                const int64_t g = row * G + (c0 + c) / jb->gs;
-                dst[c0 + c] = (float)q[c] * jb->scales[g] + jb->biases[g];
-            }
-        }
+        const float *sc, *bi;
+        load_sb(q, row, G, sb, &sc, &bi);
+        unpack_codes(q->wq + row * W, q->bits, L, codes);
+        for (int64_t c = 0; c < L; c++)
+            dst[c] = (float)codes[c] * sc[c / q->gs] + bi[c / q->gs];
     }
+    free(codes);
 }
 
 /* f32 elements of a dequantized tile. */
@@ -644,8 +687,7 @@ static void tiled(const qmm_job *jb, bool transpose, float *tile) {
     rt = rt < 1 ? 1 : (rt > rows ? rows : rt);
     for (int64_t r0 = 0; r0 < rows; r0 += rt) {
         const int64_t nr = rows - r0 < rt ? rows - r0 : rt;
-        tile_job tj = {jb->wq, jb->scales, jb->biases, tile,
-                       r0,     len,        jb->gs,     jb->bits};
+        tile_job tj = {jb, tile, r0, len};
         em__parallel_units(nr, len, dequant_tile, &tj);
         if (transpose)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M,
@@ -672,14 +714,13 @@ static em_status qmm_eval(em_array *node) {
     const bool transpose = p->transpose != 0;
     const int64_t K = x->shape[x->ndim - 1], M = x->size / K;
     const int64_t N = node->shape[node->ndim - 1];
-    const int64_t wrows = wq->shape[0], G = sc->shape[1];
     const int cpu = codes_per_unit(p->bits);
     const row_io io = io_of(x->dtype);
-    const bool small = M <= MATVEC_MAX_M;
+    const bool small = M <= MATVEC_MAX_M, is_f32 = x->dtype == EM_F32;
 
-    /* One allocation for every f32 temporary. */
-    const int64_t n_x = M * K, n_sb = 2 * wrows * G;
-    const int64_t n_out = x->dtype == EM_F32 ? 0 : M * N;
+    /* One allocation for the f32 temporaries (x, out unless f32, and the
+     * path's own); the weights' scales are read in place, row by row. */
+    const int64_t n_x = is_f32 ? 0 : M * K, n_out = is_f32 ? 0 : M * N;
     int64_t n_extra;
     if (small && transpose)
         n_extra = M * K + M * (K / p->group_size); /* xp, xsum */
@@ -688,20 +729,40 @@ static em_status qmm_eval(em_array *node) {
     else
         n_extra = TILE_ELEMS > (transpose ? K : N) ? TILE_ELEMS
                                                    : (transpose ? K : N);
-    float *mem = calloc((size_t)(n_x + n_sb + n_out + n_extra), sizeof *mem);
-    if (!mem)
+    float *mem = malloc((size_t)(n_x + n_out + n_extra) * sizeof *mem);
+    /* and what a worker allocates (a row's scales, codes): fail here */
+    void *probe = malloc((size_t)(K + N) * 12);
+    const bool have = mem && probe;
+    free(probe);
+    if (!have) {
+        free(mem);
         return em__fail(EM_ERR_OOM,
                         "quantized_matmul: out of memory for the f32 "
-                        "temporaries of x (%lld x %lld) and w's scales",
+                        "temporaries of x (%lld x %lld)",
                         (long long)M, (long long)K);
-    float *xf = mem, *s = xf + n_x, *b = s + wrows * G, *extra = b + wrows * G;
-    float *out = n_out ? extra + n_extra : em__data(node);
-    io.load(em__data(x), xf, n_x);
-    io.load(em__data(sc), s, wrows * G);
-    io.load(em__data(bi), b, wrows * G);
+    }
+    float *extra = mem + n_x + n_out;
+    const float *xf = is_f32 ? em__data(x) : mem;
+    float *out = is_f32 ? em__data(node) : mem + n_x;
+    if (!is_f32)
+        io.load(em__data(x), mem, n_x);
 
-    qmm_job jb = {xf, em__data(wq), s, b, out, NULL, NULL, NULL, NULL,
-                  M,  N,            K, p->group_size, p->bits};
+    qmm_job jb = {xf,
+                  em__data(wq),
+                  em__data(sc),
+                  em__data(bi),
+                  io,
+                  em_dtype_size(x->dtype),
+                  out,
+                  NULL,
+                  NULL,
+                  NULL,
+                  NULL,
+                  M,
+                  N,
+                  K,
+                  p->group_size,
+                  p->bits};
     if (small && transpose) {
         float *xp = extra, *xsum = extra + M * K;
         const int64_t U = K / cpu, GK = K / p->group_size;
@@ -720,6 +781,7 @@ static em_status qmm_eval(em_array *node) {
         jb.xsum = xsum;
         em__parallel_units(N, K * M, matvec_rows, &jb);
     } else if (small) {
+        memset(extra, 0, (size_t)(M * N + M * (N / p->group_size)) * 4);
         jb.acc = extra;
         jb.bacc = extra + M * N;
         em__parallel_units(N / p->group_size, K * M * p->group_size,
@@ -727,7 +789,7 @@ static em_status qmm_eval(em_array *node) {
     } else {
         tiled(&jb, transpose, extra);
     }
-    if (n_out)
+    if (!is_f32)
         io.store(out, em__data(node), M * N);
     free(mem);
     return EM_OK;
