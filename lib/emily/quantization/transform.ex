@@ -37,10 +37,12 @@ defmodule Emily.Quantization.Transform do
   end
 
   @doc """
-  Rewrites the model's dense layers (but those in `:except`) to
-  `Emily.Quantization.Layers.quantized_dense/4` layers, keeping their names
-  and parameters. Initialising the rewritten model quantizes the freshly
-  initialised kernels.
+  Rewrites the model's dense layers (but those in `:except`) to layers that
+  run `Emily.Quantization.Layers.quantized_dense/4` when their kernel is an
+  `Emily.QuantizedWeight`, keeping their names and parameters. Initialising
+  the rewritten model gives dense kernels (Axon initialises inside `defn`,
+  where quantizing is not offered) on which the layers multiply densely;
+  `quantize_model_state/3` then quantizes them.
   """
   def quantize_dense_layers(model, opts \\ []) do
     opts = Keyword.validate!(opts, @defaults)
@@ -74,12 +76,13 @@ defmodule Emily.Quantization.Transform do
           into: MapSet.new(),
           do: name
 
-    state =
-      Enum.reduce(dense, model_state, fn name, state ->
-        update_in(state, [Access.key!(:data), name, "kernel"], &quantize_kernel(&1, opts))
-      end)
+    # Frozen while the kernels are still tensors: Axon.ModelState walks its
+    # leaves as tensors (or its own QTensor).
+    state = Axon.ModelState.freeze(model_state, fn [name | _] -> MapSet.member?(dense, name) end)
 
-    Axon.ModelState.freeze(state, fn [name | _] -> MapSet.member?(dense, name) end)
+    Enum.reduce(dense, state, fn name, state ->
+      update_in(state, [Access.key!(:data), name, "kernel"], &quantize_kernel(&1, opts))
+    end)
   end
 
   # ---- helpers ----------------------------------------------------------------
@@ -103,16 +106,14 @@ defmodule Emily.Quantization.Transform do
     )
   end
 
-  # A dense layer whose kernel parameter is a QuantizedWeight; a kernel the
-  # options cannot quantize (its input size is not a multiple of the group
-  # size) stays a tensor and is multiplied densely.
-  defp quantized_dense(x, units, use_bias, name_fn, opts) do
+  # A dense layer whose kernel parameter is a QuantizedWeight once
+  # quantize_model_state/3 ran; a tensor kernel (freshly initialised, or one
+  # the options cannot quantize: its length is not a multiple of the group
+  # size) is multiplied densely.
+  defp quantized_dense(x, units, use_bias, name_fn, _opts) do
     kernel =
       Axon.param("kernel", fn shape -> {elem(shape, tuple_size(shape) - 1), units} end,
-        initializer: fn shape, type, key ->
-          dense = Axon.Initializers.glorot_uniform().(shape, type, key)
-          if quantizable?(dense, opts), do: quantize_kernel(dense, opts), else: dense
-        end
+        initializer: :glorot_uniform
       )
 
     {inputs, op} =
