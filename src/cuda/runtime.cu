@@ -505,6 +505,7 @@ static const em_cuda_api api = {
     // scaled dot-product attention (attention.cu)
 
     // affine quantization (quant.cu)
+    affine,
 
     // ggml block formats (ggml.cu)
 

@@ -1,6 +1,9 @@
 defmodule Emily.QuantizationTest do
   use ExUnit.Case, async: true
 
+  doctest Emily.Quantization
+  doctest Emily.QuantizedWeight
+
   alias Emily.Quantization
   alias Emily.QuantizedWeight
 
