@@ -53,7 +53,8 @@ em_status em_quantize(em_array *w, int group_size, int bits, em_array **wq,
 
 /* The float matrix of wq (..., N, K*bits/32) with scales and biases
  * (..., N, K/group_size), all leading axes equal: a new array of `dtype`
- * (f32, f16 or bf16) and shape (..., N, K). */
+ * (f32, f16 or bf16) and shape (..., N, K). On a GPU `dtype` must be the
+ * scales' dtype (evaluation fails with EM_ERR_UNSUPPORTED otherwise). */
 em_status em_dequantize(em_array *wq, em_array *scales, em_array *biases,
                         int group_size, int bits, em_dtype dtype,
                         em_array **out);
@@ -72,6 +73,11 @@ em_status em_dequantize(em_array *wq, em_array *scales, em_array *biases,
  * vector), f32, f16 or bf16, the dtype of scales and biases; the result is
  * (..., N) in that dtype. The weights are 2-D (batched weights are
  * rejected). Accumulation is f32.
+ *
+ * GPU (the CUDA plugin): up to 8 rows of x, one warp per output row
+ * (transpose true; 128-bit loads for 4 and 8 bits) or one thread per output
+ * column (false); more rows: the weights dequantized in x's dtype, then the
+ * GEMM path (cuBLAS, f32 accumulation).
  *
  * CPU kernels: for M = rows of x up to 8 (decoding) a matrix-vector kernel
  * streams the packed words once, unpacking them in vector registers

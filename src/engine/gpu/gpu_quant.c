@@ -89,6 +89,11 @@ em_status em__gpu_dequantize_eval(em_array *node) {
     return run(node, "dequantize", &job, api, ord);
 }
 
+/* Rows of x up to which the plugin's matrix-vector kernels run; above,
+ * the weights are dequantized (in x's dtype) and multiplied by the GEMM
+ * path (cuBLAS, f32 accumulation). */
+#define GPU_QMV_MAX_M 8
+
 em_status em__gpu_quantized_matmul_eval(em_array *node) {
     const em_cuda_api *api;
     int ord;
@@ -96,7 +101,7 @@ em_status em__gpu_quantized_matmul_eval(em_array *node) {
     if (st != EM_OK || node->size == 0)
         return st;
     const em_quant_params *p = node->params;
-    const em_array *x = node->inputs[0];
+    const em_array *x = node->inputs[0], *wq = node->inputs[1];
     em_cuda_affine job;
     memset(&job, 0, sizeof job);
     job.op = 2;
@@ -108,9 +113,45 @@ em_status em__gpu_quantized_matmul_eval(em_array *node) {
     job.m = x->size / job.k;
     job.n = node->shape[node->ndim - 1];
     job.x = em__data(x);
-    job.wq = em__data(node->inputs[1]);
+    job.wq = em__data(wq);
     job.scales = em__data(node->inputs[2]);
     job.biases = em__data(node->inputs[3]);
     job.out = em__data(node);
-    return run(node, "quantized_matmul", &job, api, ord);
+    if (job.m <= GPU_QMV_MAX_M)
+        return run(node, "quantized_matmul", &job, api, ord);
+
+    /* D: (n, k) when transposed, else (k, n); dequantized in x's dtype. */
+    const int64_t rows = wq->shape[0], len = job.transpose ? job.k : job.n;
+    em_buffer *dense = NULL;
+    st = em__buffer_new_on(node->device,
+                           (size_t)(rows * len) * em_dtype_size(node->dtype),
+                           &dense);
+    if (st != EM_OK)
+        return st;
+    job.op = 1;
+    job.rows = rows;
+    job.len = len;
+    job.out = dense->data;
+    st = run(node, "quantized_matmul", &job, api, ord);
+    if (st == EM_OK) {
+        em_cuda_gemm g;
+        memset(&g, 0, sizeof g);
+        g.dtype = node->dtype;
+        g.batch = 1;
+        g.m = job.m;
+        g.n = job.n;
+        g.k = job.k;
+        g.a = em__data(x);
+        g.b = dense->data;
+        g.c = em__data(node);
+        g.lda = job.k;
+        g.trans_b = job.transpose;
+        g.ldb = job.transpose ? job.k : job.n;
+        int rc = api->gemm(ord, &g);
+        if (rc)
+            st = em__gpu_fail(api, rc, "quantized_matmul");
+    }
+    /* Released once queued: the device's one stream orders any reuse. */
+    em__buffer_release(dense);
+    return st;
 }

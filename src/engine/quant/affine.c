@@ -111,6 +111,15 @@ static em_status row_major(em_array *a, em_array **out) {
 /* Rows in f32, codes in and out of the bit stream                           */
 /* ------------------------------------------------------------------------ */
 
+/* Dequantization rounds q * s before adding b (MLX's arithmetic, and the
+ * GPU's): no FMA contraction there. GCC contracts across statements under
+ * its default -ffp-contract=fast; clang only within an expression. */
+#if defined(__clang__) || !defined(__GNUC__)
+#define EM_NO_CONTRACT
+#else
+#define EM_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#endif
+
 /* f32 <-> storage rows of the three float dtypes, one definition. */
 #define DEFINE_ROW_IO(E, sfx, S, C, LOAD, STORE)                               \
     static void load_row_##sfx(const void *src, float *dst, int64_t n) {       \
@@ -125,7 +134,7 @@ static em_status row_major(em_array *a, em_array **out) {
     }                                                                          \
     /* q * s rounded to the dtype, plus b, rounded again (MLX's arithmetic    \
      * in the dtype; exact in f32 for these formats, see the header). */      \
-    static void dequant_row_##sfx(const uint8_t *q, const float *s,            \
+    static EM_NO_CONTRACT void dequant_row_##sfx(const uint8_t *q, const float *s,            \
                                   const float *b, int gs, void *dst,           \
                                   int64_t n) {                                 \
         S *d = dst;                                                            \
