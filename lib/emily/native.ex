@@ -609,6 +609,16 @@ defmodule Emily.Native do
 
   # ---- affine quantization (nif_quant.c) ----
 
+  @doc "MLX affine quantization of `w` along its last axis: `{wq, scales, biases}`."
+  def quantize(_w, _group_size, _bits), do: nif_error()
+
+  @doc "The float matrix (of `dtype`) of packed weights with their scales and biases."
+  def dequantize(_wq, _scales, _biases, _group_size, _bits, _dtype), do: nif_error()
+
+  @doc "`x @ dequantize(w)^T` (transpose) or `x @ dequantize(w)`, from the packed weights."
+  def quantized_matmul(_x, _wq, _scales, _biases, _transpose, _group_size, _bits),
+    do: nif_error()
+
   # ---- ggml block formats (nif_ggml.c) ----
 
   # ---- weight files: safetensors and GGUF (nif_io.c) ----

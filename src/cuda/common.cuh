@@ -137,6 +137,7 @@ int launch_im2col(Device *d, const em_cuda_im2col *j);
 // Emily.Fast (fast.cu): the API entries themselves.
 int fast_rows(int dev, const em_cuda_fast_rows *job);
 int fast_rope(int dev, const em_cuda_fast_rope *job);
+int launch_affine(Device *d, const em_cuda_affine *j); // quant.cu
 
 // Stream-ordered scratch (cudaMallocAsync), freed on its stream when it
 // goes out of scope: work areas of CUB, cuFFT and cuSOLVER, outside the

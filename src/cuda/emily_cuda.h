@@ -327,6 +327,25 @@ typedef struct em_cuda_fast_rope {
     const float *freqs; /* dims/2 periods on the device, or NULL: base */
     void *out;
 } em_cuda_fast_rope;
+/* Affine quantization (quant.cu; formats of include/emily_quant.h). dtype:
+ * of w / scales / biases / x / out (f32, f16 or bf16), all row-major.
+ *   op 0 quantize:   w (rows, len) -> wq (rows, len*bits/32), scales,
+ *                    biases (rows, len/group_size)
+ *   op 1 dequantize: wq, scales, biases -> out (rows, len)
+ *   op 2 matmul:     out (m, n) = x (m, k) @ D^T (transpose; D (n, k) in
+ *                    wq/scales/biases) or x @ D (D (k, n)); f32
+ *                    accumulation. Every m: a warp-per-row kernel that
+ *                    reads x from shared memory when m <= 8, otherwise
+ *                    D in f32 tiles of shared memory.
+ */
+typedef struct em_cuda_affine {
+    int op, dtype, group_size, bits, transpose;
+    int64_t rows, len;    /* quantize, dequantize */
+    int64_t m, n, k;      /* matmul */
+    const void *w, *x;    /* quantize input; matmul x */
+    void *wq, *scales, *biases; /* quantize outputs; others' inputs */
+    void *out;            /* dequantize, matmul */
+} em_cuda_affine;
 
 typedef struct em_cuda_api {
     int version; /* EM_CUDA_API_VERSION */
@@ -415,6 +434,7 @@ typedef struct em_cuda_api {
     /* scaled dot-product attention (attention.cu) */
 
     /* affine quantization (quant.cu) */
+    int (*affine)(int dev, const em_cuda_affine *job);
 
     /* ggml block formats (ggml.cu) */
 

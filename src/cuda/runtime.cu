@@ -389,6 +389,11 @@ static int im2col(int dev, const em_cuda_im2col *job) {
     return launch_im2col(d, job);
 }
 
+static int affine(int dev, const em_cuda_affine *job) {
+    EMC_DEVICE(d, dev);
+    return launch_affine(d, job);
+}
+
 // ---- events -------------------------------------------------------------
 
 static int event_record(int dev, void **out) {
@@ -507,6 +512,7 @@ static const em_cuda_api api = {
     // scaled dot-product attention (attention.cu)
 
     // affine quantization (quant.cu)
+    affine,
 
     // ggml block formats (ggml.cu)
 

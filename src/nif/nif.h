@@ -267,7 +267,10 @@ void nif_leave(void);
 #define NIF_ATTENTION_FUNCS(F)
 
 /* nif_quant.c: affine quantization. */
-#define NIF_QUANT_FUNCS(F)
+#define NIF_QUANT_FUNCS(F)                                                     \
+    F(quantize, 3)                                                             \
+    F(dequantize, 6)                                                           \
+    F(quantized_matmul, 7)
 
 /* nif_ggml.c: ggml block formats. */
 #define NIF_GGML_FUNCS(F)

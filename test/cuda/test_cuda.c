@@ -1002,6 +1002,7 @@ int main(void) {
     test_conv();
     test_top_k();
     test_fast();
+    test_quant();
     test_fusion();
     test_threads();
     test_while();
