@@ -19,7 +19,9 @@
  *
  * A timed run builds the matmul node, evaluates it and releases it; inputs
  * were evaluated before. Median of the runs after warm-ups. Environment:
- * BENCH_REPS scales the number of runs (default 1.0).
+ * BENCH_REPS scales the number of runs (default 1.0). An argument runs only
+ * the cases whose "dtype shape layout" line contains it ("bf16", "1x4096",
+ * "x@W^T").
  */
 #include "emily.h"
 
@@ -201,8 +203,16 @@ static const char *dtype_name(em_dtype d) {
 }
 
 /* One case: x (m, k) @ W (k, n), W stored (k, n) or, transposed, (n, k). */
+static const char *filter;
+
 static void bench_case(em_dtype dtype, int64_t m, int64_t k, int64_t n,
                        int transposed, double copy_rate, double read_rate) {
+    char label[96];
+    snprintf(label, sizeof label, "%s %lldx%lld@%lldx%lld %s", dtype_name(dtype),
+             (long long)m, (long long)k, (long long)k, (long long)n,
+             transposed ? "x@W^T" : "x@W");
+    if (filter && !strstr(label, filter))
+        return;
     size_t wbytes = (size_t)(k * n) * em_dtype_size(dtype);
     int matvec = m <= 4;
     int copies = 1;
@@ -250,7 +260,8 @@ static void bench_case(em_dtype dtype, int64_t m, int64_t k, int64_t n,
     em_array_release(c.x);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    filter = argc > 1 ? argv[1] : NULL;
     ceiling_ctx cc = {xalloc(CEILING_BYTES), xalloc(CEILING_BYTES), copy_half};
     int creps = scaled(9);
     double copy_rate = CEILING_BYTES / median_time(run_ceiling, &cc, creps) / 1e9;
