@@ -277,6 +277,17 @@ static void dot_loop_task(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+/* A scratch buffer of `bytes` from the buffer cache; *data its memory. */
+static em_status scratch_new(size_t bytes, em_buffer **buf, void **data) {
+    em_status st = em__buffer_new(bytes, buf);
+    if (st != EM_OK)
+        return em__fail(st, "dot: out of memory for packed operands (%zu "
+                            "bytes)",
+                        bytes);
+    *data = (*buf)->data;
+    return EM_OK;
+}
+
 /* When every batch axis of b is broadcast (stride 0), the batches share
  * one weight matrix: fold a's batch axes into its rows, so that one GEMM
  * (or one pass of the matrix-vector kernel) reads b once. The output,
@@ -429,26 +440,29 @@ static em_status dot_eval(em_array *node) {
     int64_t lda = kk, ldb = n;
     bool direct_a = k->in_place && blas_fits(&va, &ta, &lda);
     bool direct_b = k->in_place && blas_fits(&vb, &tb, &ldb);
+    /* Scratch comes from the engine's buffer cache: fresh pages from
+     * malloc (mmap'ed at these sizes) would fault in on every call. */
+    em_buffer *scratch[3] = {NULL, NULL, NULL};
     void *packed_a = NULL, *packed_b = NULL, *work_c = NULL;
     size_t w = k->wsize;
+    st = EM_OK;
     if (!direct_a) {
-        packed_a = malloc((size_t)(nbatch * m * kk) * w);
+        st = scratch_new((size_t)(nbatch * m * kk) * w, &scratch[0], &packed_a);
         ta = false;
         lda = kk;
     }
-    if (!direct_b) {
-        packed_b = malloc((size_t)(nbatch * kk * n) * w);
+    if (!direct_b && st == EM_OK) {
+        st = scratch_new((size_t)(nbatch * kk * n) * w, &scratch[1], &packed_b);
         tb = false;
         ldb = n;
     }
-    if (!k->in_place)
-        work_c = malloc((size_t)(nbatch * m * n) * w);
-    if ((!direct_a && !packed_a) || (!direct_b && !packed_b) ||
-        (!k->in_place && !work_c)) {
-        free(packed_a);
-        free(packed_b);
-        free(work_c);
-        return em__fail(EM_ERR_OOM, "dot: out of memory for packed operands");
+    if (!k->in_place && st == EM_OK)
+        st = scratch_new((size_t)(nbatch * m * n) * w, &scratch[2], &work_c);
+    if (st != EM_OK) {
+        for (int i = 0; i < 3; i++)
+            if (scratch[i])
+                em__buffer_release(scratch[i]);
+        return st;
     }
     size_t isz = em_dtype_size(a->dtype);
     if (half) {
@@ -482,9 +496,9 @@ static em_status dot_eval(em_array *node) {
         unpack_job uj = {k, esz, out, work_c};
         em__parallel_for(node->size, EM_PARALLEL_GRAIN, unpack_task, &uj);
     }
-    free(packed_a);
-    free(packed_b);
-    free(work_c);
+    for (int i = 0; i < 3; i++)
+        if (scratch[i])
+            em__buffer_release(scratch[i]);
     return EM_OK;
 }
 
