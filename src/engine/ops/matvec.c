@@ -28,6 +28,7 @@
 
 #if defined(__x86_64__) && !defined(EM_SIMD_BASELINE)
 #define MV_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -345,16 +346,19 @@ static const mv_kernels mv_avx512[EM_DTYPE_COUNT] = MV_TABLE(avx512);
 
 enum mv_isa { ISA_SCALAR, ISA_AVX2, ISA_AVX512 };
 
-/* The best instruction set of this CPU (libgcc's cpu model also checks that
- * the OS saves the wider registers). */
+/* The best instruction set of this CPU (the compiler's cpu model also
+ * checks that the OS saves the wider registers). F16C is read from CPUID:
+ * clang's __builtin_cpu_supports does not know it (every AVX2 CPU so far
+ * has it, but nothing promises that). */
 static enum mv_isa mv_isa(void) {
 #ifdef MV_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
         return ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    unsigned eax, ebx, ecx = 0, edx;
+    bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
         return ISA_AVX2;
 #endif
     return ISA_SCALAR;
