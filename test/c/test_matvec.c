@@ -277,3 +277,56 @@ EM_TEST(matvec_empty_and_nan) {
         }
     }
 }
+
+EM_TEST(gemm_float_dtypes_layouts) {
+    /* M > EM_MATVEC_MAX_M: bf16 through the AVX512_BF16 kernel where the
+     * CPU has it (rows past a 6-row block and a 48-row unit, columns past
+     * a 32-column panel, odd K), else through float and sgemm; a and W
+     * each as stored or transposed. */
+    static const int64_t ms[3] = {5, 50, 97}, ks[3] = {1, 129, 300},
+                         ns[3] = {3, 70, 33};
+    char what[96];
+    for (int d = 0; d < 4; d++)
+        for (int c = 0; c < 3; c++)
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++) {
+                    int64_t m = ms[c], k = ks[c], n = ns[c];
+                    em_array *x = NULL;
+                    if (ta) {
+                        int64_t s[2] = {k, m};
+                        em_array *xr = filled(s, 2, mv_dtypes[d], 31);
+                        int perm[2] = {1, 0};
+                        CHECK_OK(em_transpose(xr, perm, 2, &x));
+                        em_array_release(xr);
+                    } else {
+                        int64_t s[2] = {m, k};
+                        x = filled(s, 2, mv_dtypes[d], 31);
+                    }
+                    em_array *w = weights(k, n, tb, mv_dtypes[d], 32);
+                    snprintf(what, sizeof what, "gemm m=%lld k=%lld n=%lld %s%s",
+                             (long long)m, (long long)k, (long long)n,
+                             ta ? "x^T" : "x", tb ? "@W^T" : "@W");
+                    check_matmul(x, w, what);
+                    em_array_release(w);
+                    em_array_release(x);
+                }
+    /* Batched, and NaN reaching only its row. */
+    for (int d = 0; d < 4; d++) {
+        int64_t xs[3] = {3, 13, 40}, ws[3] = {3, 40, 35};
+        em_array *x = filled(xs, 3, mv_dtypes[d], 41);
+        em_array *w = filled(ws, 3, mv_dtypes[d], 42);
+        check_matmul(x, w, "batched gemm");
+        em_array_release(w);
+        em_array_release(x);
+        double xv[13 * 40], wv[40 * 35];
+        fill(xv, 13 * 40, 3);
+        fill(wv, 40 * 35, 4);
+        xv[7 * 40 + 39] = NAN;
+        int64_t x2[2] = {13, 40}, w2[2] = {40, 35};
+        x = t_from_f64(xv, x2, 2, mv_dtypes[d]);
+        w = t_from_f64(wv, w2, 2, mv_dtypes[d]);
+        check_matmul(x, w, "gemm NaN");
+        em_array_release(w);
+        em_array_release(x);
+    }
+}

@@ -396,6 +396,29 @@ static em_status dot_matvec(em_array *node, const dot_kernel *k,
     return EM_OK;
 }
 
+/* bf16 products on CPUs with AVX512_BF16 (dot_bf16.c), when both operands
+ * can be read with a leading dimension. */
+static em_status dot_gemm_bf16(em_array *node, const dot_operand *va,
+                               const dot_operand *vb, int64_t nbatch,
+                               bool *done) {
+    em_bf16_gemm g = {va->rows, vb->cols, va->cols, NULL, false, 0,
+                      NULL,     false,    0,        NULL};
+    *done = false;
+    if (!blas_fits(va, &g.ta, &g.lda) || !blas_fits(vb, &g.tb, &g.ldb))
+        return EM_OK;
+    uint16_t *out = em__data(node);
+    for (int64_t bi = 0; bi < nbatch; bi++) {
+        g.a = (const uint16_t *)va->data + batch_offset(va, bi);
+        g.b = (const uint16_t *)vb->data + batch_offset(vb, bi);
+        g.c = out + bi * g.m * g.n;
+        em_status st = em__gemm_bf16(&g);
+        if (st != EM_OK)
+            return st;
+    }
+    *done = true;
+    return EM_OK;
+}
+
 static em_status dot_eval(em_array *node) {
     const dot_params *p = node->params;
     const em_array *a = node->inputs[0], *b = node->inputs[1];
@@ -426,6 +449,12 @@ static em_status dot_eval(em_array *node) {
     if (em__matvec_dtype(node->dtype) && m <= EM_MATVEC_MAX_M) {
         bool done;
         st = dot_matvec(node, k, &va, &vb, nbatch, &done);
+        if (st != EM_OK || done)
+            return st;
+    }
+    if (node->dtype == EM_BF16 && em__gemm_bf16_available()) {
+        bool done;
+        st = dot_gemm_bf16(node, &va, &vb, nbatch, &done);
         if (st != EM_OK || done)
             return st;
     }

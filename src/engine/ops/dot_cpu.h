@@ -38,4 +38,23 @@ void em__matvec(const em_matvec_job *job);
 /* dst[i] = (float)src[i] for i < n, src f16 or bf16 (vectorised). */
 void em__widen_half(em_dtype dtype, const void *src, float *dst, int64_t n);
 
+/* One bf16 GEMM C[m, n] = A[m, k] · B[k, n] with float accumulation
+ * (dot_bf16.c): element (i, p) of A at a[i * lda + p], or a[i + p * lda]
+ * when ta; B likewise; C row-major contiguous. Threaded. */
+typedef struct em_bf16_gemm {
+    int64_t m, n, k;
+    const uint16_t *a;
+    bool ta;
+    int64_t lda;
+    const uint16_t *b;
+    bool tb;
+    int64_t ldb;
+    uint16_t *c;
+} em_bf16_gemm;
+
+/* Whether this CPU runs em__gemm_bf16 (AVX512_BF16; never in the
+ * baseline build). */
+bool em__gemm_bf16_available(void);
+em_status em__gemm_bf16(const em_bf16_gemm *g);
+
 #endif
