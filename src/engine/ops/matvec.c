@@ -26,6 +26,8 @@
  */
 #include "dot_cpu.h"
 
+#include <stdlib.h>
+
 #if defined(__x86_64__) && !defined(EM_SIMD_BASELINE)
 #define MV_X86 1
 #include <cpuid.h>
@@ -150,9 +152,12 @@ MV_ATTR_avx2 static inline double hsum_avx2_pd(__m256d v) {
 /* The kernels, once                                                         */
 /* ------------------------------------------------------------------------ */
 
-typedef void (*mv_kernel_fn)(const void *x, int64_t m, const void *w,
-                             int64_t ldw, int64_t k, void *out, int64_t ldo,
-                             int64_t j0, int64_t j1);
+/* x: m rows of k (row stride ldx) in the compute type; out: m rows (row
+ * stride ldo) of the dtype, or of the compute type when raw (partial sums
+ * of a split K, added up by mv_reduce). */
+typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
+                             const void *w, int64_t ldw, int64_t k, void *out,
+                             int64_t ldo, int64_t j0, int64_t j1, bool raw);
 
 /*
  * rows: out[r, j] = sum_p x[r, p] * W[j, p] for j in [j0, j1), r < M, the
@@ -168,9 +173,12 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, const void *w,
  */
 #define DEFINE_MV_KERNELS(isa, sfx, T, C, NARROW)                               \
     MV_ATTR_##isa static inline __attribute__((always_inline)) void            \
-        mv_rows_body_##isa##_##sfx(const int M, const C *x, const T *w,        \
-                                   int64_t ldw, int64_t k, T *out,             \
-                                   int64_t ldo, int64_t j0, int64_t j1) {      \
+        mv_rows_body_##isa##_##sfx(const int M, const C *x, int64_t ldx,       \
+                                   const T *w, int64_t ldw, int64_t k,         \
+                                   void *outp, int64_t ldo, int64_t j0,        \
+                                   int64_t j1, bool raw) {                     \
+        T *out = outp;                                                         \
+        C *raw_out = outp;                                                     \
         enum { W = MV_OP(isa, sfx, W) };                                       \
         for (int64_t j = j0; j < j1; j++) {                                    \
             const T *row = w + j * ldw;                                        \
@@ -183,9 +191,9 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, const void *w,
                 MV_OP(isa, sfx, V) w1 = MV_CAT(isa, load_##sfx)(row + p + W);  \
                 for (int r = 0; r < M; r++) {                                  \
                     acc0[r] = MV_OP(isa, sfx, FMA)(                            \
-                        MV_OP(isa, sfx, LOAD)(x + r * k + p), w0, acc0[r]);    \
+                        MV_OP(isa, sfx, LOAD)(x + r * ldx + p), w0, acc0[r]);    \
                     acc1[r] = MV_OP(isa, sfx, FMA)(                            \
-                        MV_OP(isa, sfx, LOAD)(x + r * k + p + W), w1,          \
+                        MV_OP(isa, sfx, LOAD)(x + r * ldx + p + W), w1,          \
                         acc1[r]);                                              \
                 }                                                              \
             }                                                                  \
@@ -196,16 +204,22 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, const void *w,
             for (; p < k; p++) {                                               \
                 C wv = scalar_load_##sfx(row + p);                             \
                 for (int r = 0; r < M; r++)                                    \
-                    sum[r] += x[r * k + p] * wv;                               \
+                    sum[r] += x[r * ldx + p] * wv;                               \
             }                                                                  \
             for (int r = 0; r < M; r++)                                        \
-                out[r * ldo + j] = NARROW(sum[r]);                              \
+                if (raw)                                                       \
+                    raw_out[r * ldo + j] = sum[r];                             \
+                else                                                           \
+                    out[r * ldo + j] = NARROW(sum[r]);                         \
         }                                                                      \
     }                                                                          \
     MV_ATTR_##isa static inline __attribute__((always_inline)) void            \
-        mv_cols_body_##isa##_##sfx(const int M, const C *x, const T *w,        \
-                                   int64_t ldw, int64_t k, T *out,             \
-                                   int64_t ldo, int64_t j0, int64_t j1) {      \
+        mv_cols_body_##isa##_##sfx(const int M, const C *x, int64_t ldx,       \
+                                   const T *w, int64_t ldw, int64_t k,         \
+                                   void *outp, int64_t ldo, int64_t j0,        \
+                                   int64_t j1, bool raw) {                     \
+        T *out = outp;                                                         \
+        C *raw_out = outp;                                                     \
         enum { W = MV_OP(isa, sfx, W) };                                       \
         C acc[MV_ACC_ELEMS];                                                   \
         const int64_t nb = j1 - j0; /* <= MV_ACC_ELEMS / M */                  \
@@ -218,7 +232,7 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, const void *w,
             MV_OP(isa, sfx, V) xb[EM_MATVEC_MAX_M][4];                         \
             for (int r = 0; r < M; r++)                                        \
                 for (int q = 0; q < 4; q++)                                    \
-                    xb[r][q] = MV_OP(isa, sfx, SET1)(x[r * k + p + q]);        \
+                    xb[r][q] = MV_OP(isa, sfx, SET1)(x[r * ldx + p + q]);        \
             int64_t j = 0;                                                     \
             for (; j + W <= nb; j += W) {                                      \
                 MV_OP(isa, sfx, V) a0 = MV_CAT(isa, load_##sfx)(w0 + j);       \
@@ -239,7 +253,7 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, const void *w,
                 C b0 = scalar_load_##sfx(w0 + j), b1 = scalar_load_##sfx(w1 + j); \
                 C b2 = scalar_load_##sfx(w2 + j), b3 = scalar_load_##sfx(w3 + j); \
                 for (int r = 0; r < M; r++) {                                  \
-                    const C *xr = x + r * k + p;                               \
+                    const C *xr = x + r * ldx + p;                               \
                     acc[r * nb + j] += xr[0] * b0 + xr[1] * b1 + xr[2] * b2 +  \
                                        xr[3] * b3;                             \
                 }                                                              \
@@ -250,46 +264,57 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, const void *w,
             for (int64_t j = 0; j < nb; j++) {                                 \
                 C b0 = scalar_load_##sfx(w0 + j);                              \
                 for (int r = 0; r < M; r++)                                    \
-                    acc[r * nb + j] += x[r * k + p] * b0;                      \
+                    acc[r * nb + j] += x[r * ldx + p] * b0;                      \
             }                                                                  \
         }                                                                      \
         for (int r = 0; r < M; r++)                                            \
             for (int64_t j = 0; j < nb; j++)                                   \
-                out[r * ldo + j0 + j] = NARROW(acc[r * nb + j]);                \
+                if (raw)                                                       \
+                    raw_out[r * ldo + j0 + j] = acc[r * nb + j];               \
+                else                                                           \
+                    out[r * ldo + j0 + j] = NARROW(acc[r * nb + j]);           \
     }                                                                          \
     MV_ATTR_##isa static void mv_rows_##isa##_##sfx(                           \
-        const void *x, int64_t m, const void *w, int64_t ldw, int64_t k,       \
-        void *out, int64_t ldo, int64_t j0, int64_t j1) {                      \
+        const void *x, int64_t m, int64_t ldx, const void *w, int64_t ldw,     \
+        int64_t k, void *out, int64_t ldo, int64_t j0, int64_t j1, bool raw) { \
         switch (m) {                                                           \
         case 1:                                                                \
-            mv_rows_body_##isa##_##sfx(1, x, w, ldw, k, out, ldo, j0, j1);     \
+            mv_rows_body_##isa##_##sfx(1, x, ldx, w, ldw, k, out, ldo, j0,   \
+                                       j1, raw);     \
             break;                                                             \
         case 2:                                                                \
-            mv_rows_body_##isa##_##sfx(2, x, w, ldw, k, out, ldo, j0, j1);     \
+            mv_rows_body_##isa##_##sfx(2, x, ldx, w, ldw, k, out, ldo, j0,   \
+                                       j1, raw);     \
             break;                                                             \
         case 3:                                                                \
-            mv_rows_body_##isa##_##sfx(3, x, w, ldw, k, out, ldo, j0, j1);     \
+            mv_rows_body_##isa##_##sfx(3, x, ldx, w, ldw, k, out, ldo, j0,   \
+                                       j1, raw);     \
             break;                                                             \
         default:                                                               \
-            mv_rows_body_##isa##_##sfx(4, x, w, ldw, k, out, ldo, j0, j1);     \
+            mv_rows_body_##isa##_##sfx(4, x, ldx, w, ldw, k, out, ldo, j0,   \
+                                       j1, raw);     \
             break;                                                             \
         }                                                                      \
     }                                                                          \
     MV_ATTR_##isa static void mv_cols_##isa##_##sfx(                           \
-        const void *x, int64_t m, const void *w, int64_t ldw, int64_t k,       \
-        void *out, int64_t ldo, int64_t j0, int64_t j1) {                      \
+        const void *x, int64_t m, int64_t ldx, const void *w, int64_t ldw,     \
+        int64_t k, void *out, int64_t ldo, int64_t j0, int64_t j1, bool raw) { \
         switch (m) {                                                           \
         case 1:                                                                \
-            mv_cols_body_##isa##_##sfx(1, x, w, ldw, k, out, ldo, j0, j1);     \
+            mv_cols_body_##isa##_##sfx(1, x, ldx, w, ldw, k, out, ldo, j0,   \
+                                       j1, raw);     \
             break;                                                             \
         case 2:                                                                \
-            mv_cols_body_##isa##_##sfx(2, x, w, ldw, k, out, ldo, j0, j1);     \
+            mv_cols_body_##isa##_##sfx(2, x, ldx, w, ldw, k, out, ldo, j0,   \
+                                       j1, raw);     \
             break;                                                             \
         case 3:                                                                \
-            mv_cols_body_##isa##_##sfx(3, x, w, ldw, k, out, ldo, j0, j1);     \
+            mv_cols_body_##isa##_##sfx(3, x, ldx, w, ldw, k, out, ldo, j0,   \
+                                       j1, raw);     \
             break;                                                             \
         default:                                                               \
-            mv_cols_body_##isa##_##sfx(4, x, w, ldw, k, out, ldo, j0, j1);     \
+            mv_cols_body_##isa##_##sfx(4, x, ldx, w, ldw, k, out, ldo, j0,   \
+                                       j1, raw);     \
             break;                                                             \
         }                                                                      \
     }
@@ -409,27 +434,77 @@ typedef struct mv_task {
     const em_matvec_job *job;
     mv_kernel_fn fn;
     size_t esize, csize;
-    int64_t block, nblocks; /* output columns per unit, units per batch */
+    int64_t block, nblocks; /* output columns per unit, blocks per batch */
+    int64_t kchunk, nsplit; /* weight rows (K) per unit, units along K */
+    char *partial; /* nsplit x [nbatch][m][n] sums (compute type), or NULL */
 } mv_task;
 
-/* Unit u: columns [block * (u % nblocks), ...) of batch u / nblocks. */
+/* Unit u: K slice u % nsplit of column block (u / nsplit) % nblocks of
+ * batch u / (nsplit * nblocks). */
 static void mv_run(void *ctx, int64_t begin, int64_t end) {
     const mv_task *t = ctx;
     const em_matvec_job *j = t->job;
     for (int64_t u = begin; u < end; u++) {
-        int64_t bi = u / t->nblocks, j0 = (u % t->nblocks) * t->block;
+        int64_t s = u % t->nsplit, rest = u / t->nsplit;
+        int64_t bi = rest / t->nblocks, j0 = (rest % t->nblocks) * t->block;
         int64_t j1 = j0 + t->block < j->n ? j0 + t->block : j->n;
-        const char *x = (const char *)j->x + (size_t)(bi * j->m * j->k) * t->csize;
-        const char *w = j->w + j->w_offset[bi] * (int64_t)t->esize;
-        char *out = (char *)j->out + (size_t)(bi * j->m * j->n) * t->esize;
-        t->fn(x, j->m, w, j->ldw, j->k, out, j->n, j0, j1);
+        int64_t p0 = s * t->kchunk;
+        int64_t p1 = p0 + t->kchunk < j->k ? p0 + t->kchunk : j->k;
+        const char *x = (const char *)j->x +
+                        (size_t)(bi * j->m * j->k + p0) * t->csize;
+        int64_t w_off = j->w_offset[bi] + p0 * (j->w_transposed ? 1 : j->ldw);
+        const char *w = j->w + w_off * (int64_t)t->esize;
+        size_t slice = (size_t)(bi * j->m * j->n);
+        char *out = t->partial
+                        ? t->partial +
+                              ((size_t)s * (size_t)(j->nbatch * j->m * j->n) +
+                               slice) * t->csize
+                        : (char *)j->out + slice * t->esize;
+        t->fn(x, j->m, j->k, w, j->ldw, p1 - p0, out, j->n, j0, j1,
+              t->partial != NULL);
+    }
+}
+
+/* out[i] = the sum of the K slices' partial sums, in slice order (the
+ * result does not depend on which thread ran which slice). */
+#define DEFINE_MV_REDUCE(E, sfx, T, C, LOAD, STORE)                            \
+    static void mv_reduce_##sfx(const mv_task *t, int64_t begin,               \
+                                int64_t end) {                                 \
+        const em_matvec_job *j = t->job;                                       \
+        const C *part = (const C *)(const void *)t->partial;                   \
+        int64_t total = j->nbatch * j->m * j->n;                               \
+        T *out = j->out;                                                       \
+        for (int64_t i = begin; i < end; i++) {                                \
+            C sum = part[i];                                                   \
+            for (int64_t s = 1; s < t->nsplit; s++)                            \
+                sum += part[s * total + i];                                    \
+            out[i] = STORE(sum);                                               \
+        }                                                                      \
+    }
+EM_DTYPES_REALFLOAT(DEFINE_MV_REDUCE)
+
+static void mv_reduce(void *ctx, int64_t begin, int64_t end) {
+    const mv_task *t = ctx;
+    switch (t->job->dtype) {
+    case EM_F16:
+        mv_reduce_f16(t, begin, end);
+        break;
+    case EM_BF16:
+        mv_reduce_bf16(t, begin, end);
+        break;
+    case EM_F32:
+        mv_reduce_f32(t, begin, end);
+        break;
+    default:
+        mv_reduce_f64(t, begin, end);
+        break;
     }
 }
 
 void em__matvec(const em_matvec_job *job) {
     const mv_kernels *kern = &mv_table()[job->dtype];
     mv_task t = {job, job->w_transposed ? kern->rows : kern->cols,
-                 em_dtype_size(job->dtype), kern->csize, 0, 0};
+                 em_dtype_size(job->dtype), kern->csize, 0, 0, job->k, 1, NULL};
     int threads = em__num_threads();
     int64_t block;
     if (job->w_transposed) {
@@ -440,16 +515,11 @@ void em__matvec(const em_matvec_job *job) {
         block = (job->n + per_batch - 1) / per_batch;
         block = (block + 15) & ~(int64_t)15;
     } else {
-        /* cols: a unit reads a stripe of every weight row; runs of 4 KiB or
-         * more keep the hardware prefetchers streaming. The accumulator
-         * block caps the width; the stripes are evened out over threads. */
+        /* cols: a unit reads a stripe of every weight row it covers; the
+         * widest stripe its accumulators allow, so that the weights stream
+         * through memory in long runs. Threads then split K instead. */
         int64_t widest = (MV_ACC_ELEMS / job->m) & ~(int64_t)15;
-        int64_t want = 4096 / (int64_t)em_dtype_size(job->dtype);
-        if (want > widest)
-            want = widest;
-        int64_t nblocks = (job->n + want - 1) / want;
-        if (job->nbatch < threads)
-            nblocks = (nblocks + threads - 1) / threads * threads;
+        int64_t nblocks = (job->n + widest - 1) / widest;
         block = (job->n + nblocks - 1) / nblocks;
         block = (block + 15) & ~(int64_t)15;
         if (block > widest)
@@ -459,6 +529,28 @@ void em__matvec(const em_matvec_job *job) {
         block = 16;
     t.block = block;
     t.nblocks = (job->n + block - 1) / block;
-    em__parallel_units(job->nbatch * t.nblocks, block * job->k * job->m, mv_run,
+    /* Too few units for the threads: split K too, into slices of >= 256
+     * rows, each summed into its own partial result. */
+    int64_t units = job->nbatch * t.nblocks;
+    if (threads > 1 && units < 2 * threads && job->k >= 512) {
+        int64_t nsplit = (4 * threads + units - 1) / units;
+        if (nsplit > job->k / 256)
+            nsplit = job->k / 256;
+        t.kchunk = (job->k + nsplit - 1) / nsplit;
+        t.nsplit = (job->k + t.kchunk - 1) / t.kchunk;
+        size_t bytes = (size_t)(t.nsplit * job->nbatch * job->m * job->n) *
+                       t.csize;
+        t.partial = malloc(bytes); /* small: a few output rows per slice */
+        if (!t.partial) { /* no memory for the split: run unsplit */
+            t.kchunk = job->k;
+            t.nsplit = 1;
+        }
+    }
+    em__parallel_units(units * t.nsplit, block * t.kchunk * job->m, mv_run,
                        &t);
+    if (t.partial) {
+        em__parallel_for(job->nbatch * job->m * job->n, EM_PARALLEL_GRAIN,
+                         mv_reduce, &t);
+        free(t.partial);
+    }
 }
