@@ -369,6 +369,7 @@ static const mv_kernels mv_avx2[EM_DTYPE_COUNT] = MV_TABLE(avx2);
 static const mv_kernels mv_avx512[EM_DTYPE_COUNT] = MV_TABLE(avx512);
 #endif
 
+#ifdef MV_X86
 enum mv_isa { ISA_SCALAR, ISA_AVX2, ISA_AVX512 };
 
 /* The best instruction set of this CPU (the compiler's cpu model also
@@ -376,7 +377,6 @@ enum mv_isa { ISA_SCALAR, ISA_AVX2, ISA_AVX512 };
  * clang's __builtin_cpu_supports does not know it (every AVX2 CPU so far
  * has it, but nothing promises that). */
 static enum mv_isa mv_isa(void) {
-#ifdef MV_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
@@ -385,9 +385,9 @@ static enum mv_isa mv_isa(void) {
     bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
         return ISA_AVX2;
-#endif
     return ISA_SCALAR;
 }
+#endif
 
 static const mv_kernels *mv_table(void) {
 #ifdef MV_X86
