@@ -34,6 +34,10 @@
 #include <immintrin.h>
 #endif
 
+/* Unroll the loops over the rows of x (at most EM_MATVEC_MAX_M), so that
+ * their accumulators live in registers: GCC at -O2 keeps them in memory. */
+#define MV_UNROLL _Pragma("GCC unroll 4")
+
 /* Float accumulators per unit of the cols kernel (its L1 block). */
 #define MV_ACC_ELEMS 8192
 
@@ -183,13 +187,13 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
         for (int64_t j = j0; j < j1; j++) {                                    \
             const T *row = w + j * ldw;                                        \
             MV_OP(isa, sfx, V) acc0[EM_MATVEC_MAX_M], acc1[EM_MATVEC_MAX_M];   \
-            for (int r = 0; r < M; r++)                                        \
+            MV_UNROLL for (int r = 0; r < M; r++)                                        \
                 acc0[r] = acc1[r] = MV_OP(isa, sfx, ZERO)();                   \
             int64_t p = 0;                                                     \
             for (; p + 2 * W <= k; p += 2 * W) {                               \
                 MV_OP(isa, sfx, V) w0 = MV_CAT(isa, load_##sfx)(row + p);      \
                 MV_OP(isa, sfx, V) w1 = MV_CAT(isa, load_##sfx)(row + p + W);  \
-                for (int r = 0; r < M; r++) {                                  \
+                MV_UNROLL for (int r = 0; r < M; r++) {                                  \
                     acc0[r] = MV_OP(isa, sfx, FMA)(                            \
                         MV_OP(isa, sfx, LOAD)(x + r * ldx + p), w0, acc0[r]);    \
                     acc1[r] = MV_OP(isa, sfx, FMA)(                            \
@@ -198,15 +202,15 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
                 }                                                              \
             }                                                                  \
             C sum[EM_MATVEC_MAX_M];                                            \
-            for (int r = 0; r < M; r++)                                        \
+            MV_UNROLL for (int r = 0; r < M; r++)                                        \
                 sum[r] = MV_OP(isa, sfx, HSUM)(                                \
                     MV_OP(isa, sfx, ADD)(acc0[r], acc1[r]));                   \
             for (; p < k; p++) {                                               \
                 C wv = scalar_load_##sfx(row + p);                             \
-                for (int r = 0; r < M; r++)                                    \
+                MV_UNROLL for (int r = 0; r < M; r++)                                    \
                     sum[r] += x[r * ldx + p] * wv;                               \
             }                                                                  \
-            for (int r = 0; r < M; r++)                                        \
+            MV_UNROLL for (int r = 0; r < M; r++)                                        \
                 if (raw)                                                       \
                     raw_out[r * ldo + j] = sum[r];                             \
                 else                                                           \
@@ -230,8 +234,8 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
             const T *w0 = w + p * ldw + j0, *w1 = w0 + ldw;                    \
             const T *w2 = w1 + ldw, *w3 = w2 + ldw;                            \
             MV_OP(isa, sfx, V) xb[EM_MATVEC_MAX_M][4];                         \
-            for (int r = 0; r < M; r++)                                        \
-                for (int q = 0; q < 4; q++)                                    \
+            MV_UNROLL for (int r = 0; r < M; r++)                                        \
+                MV_UNROLL for (int q = 0; q < 4; q++)                                    \
                     xb[r][q] = MV_OP(isa, sfx, SET1)(x[r * ldx + p + q]);        \
             int64_t j = 0;                                                     \
             for (; j + W <= nb; j += W) {                                      \
@@ -239,7 +243,7 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
                 MV_OP(isa, sfx, V) a1 = MV_CAT(isa, load_##sfx)(w1 + j);       \
                 MV_OP(isa, sfx, V) a2 = MV_CAT(isa, load_##sfx)(w2 + j);       \
                 MV_OP(isa, sfx, V) a3 = MV_CAT(isa, load_##sfx)(w3 + j);       \
-                for (int r = 0; r < M; r++) {                                  \
+                MV_UNROLL for (int r = 0; r < M; r++) {                                  \
                     C *ar = acc + r * nb + j;                                  \
                     MV_OP(isa, sfx, V) s = MV_OP(isa, sfx, LOAD)(ar);          \
                     s = MV_OP(isa, sfx, FMA)(xb[r][0], a0, s);                 \
@@ -252,7 +256,7 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
             for (; j < nb; j++) {                                              \
                 C b0 = scalar_load_##sfx(w0 + j), b1 = scalar_load_##sfx(w1 + j); \
                 C b2 = scalar_load_##sfx(w2 + j), b3 = scalar_load_##sfx(w3 + j); \
-                for (int r = 0; r < M; r++) {                                  \
+                MV_UNROLL for (int r = 0; r < M; r++) {                                  \
                     const C *xr = x + r * ldx + p;                               \
                     acc[r * nb + j] += xr[0] * b0 + xr[1] * b1 + xr[2] * b2 +  \
                                        xr[3] * b3;                             \
@@ -263,11 +267,11 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
             const T *w0 = w + p * ldw + j0;                                    \
             for (int64_t j = 0; j < nb; j++) {                                 \
                 C b0 = scalar_load_##sfx(w0 + j);                              \
-                for (int r = 0; r < M; r++)                                    \
+                MV_UNROLL for (int r = 0; r < M; r++)                                    \
                     acc[r * nb + j] += x[r * ldx + p] * b0;                      \
             }                                                                  \
         }                                                                      \
-        for (int r = 0; r < M; r++)                                            \
+        MV_UNROLL for (int r = 0; r < M; r++)                                            \
             for (int64_t j = 0; j < nb; j++)                                   \
                 if (raw)                                                       \
                     raw_out[r * ldo + j0 + j] = acc[r * nb + j];               \
