@@ -118,8 +118,8 @@ __attribute__((target("avx2"))) static void *read_half(void *arg) {
         s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
     }
     float out[8];
-    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(s0, s1),
-                                        _mm256_add_ps(s2, s3)));
+    _mm256_storeu_ps(
+        out, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     j->sink = out[0];
     return NULL;
 }
@@ -208,9 +208,9 @@ static const char *filter;
 static void bench_case(em_dtype dtype, int64_t m, int64_t k, int64_t n,
                        int transposed, double copy_rate, double read_rate) {
     char label[96];
-    snprintf(label, sizeof label, "%s %lldx%lld@%lldx%lld %s", dtype_name(dtype),
-             (long long)m, (long long)k, (long long)k, (long long)n,
-             transposed ? "x@W^T" : "x@W");
+    snprintf(label, sizeof label, "%s %lldx%lld@%lldx%lld %s",
+             dtype_name(dtype), (long long)m, (long long)k, (long long)k,
+             (long long)n, transposed ? "x@W^T" : "x@W");
     if (filter && !strstr(label, filter))
         return;
     size_t wbytes = (size_t)(k * n) * em_dtype_size(dtype);
@@ -264,9 +264,11 @@ int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
     ceiling_ctx cc = {xalloc(CEILING_BYTES), xalloc(CEILING_BYTES), copy_half};
     int creps = scaled(9);
-    double copy_rate = CEILING_BYTES / median_time(run_ceiling, &cc, creps) / 1e9;
+    double copy_rate =
+        CEILING_BYTES / median_time(run_ceiling, &cc, creps) / 1e9;
     cc.fn = read_half;
-    double read_rate = CEILING_BYTES / median_time(run_ceiling, &cc, creps) / 1e9;
+    double read_rate =
+        CEILING_BYTES / median_time(run_ceiling, &cc, creps) / 1e9;
     free(cc.src);
     free(cc.dst);
     printf("# copy rate %.1f GB/s (memcpy of 256 MiB on 2 threads, bytes "
@@ -277,8 +279,10 @@ int main(int argc, char **argv) {
     printf("%-5s %-20s %-6s %9s %9s %8s %8s %9s\n", "dtype", "shape", "layout",
            "ms", "GB/s", "%copy", "%read", "GFLOP/s");
     static const em_dtype dtypes[4] = {EM_F32, EM_F64, EM_BF16, EM_F16};
-    static const int64_t shapes[4][3] = {
-        {1, 1024, 3072}, {1, 4096, 4096}, {512, 1024, 1024}, {1024, 1024, 1024}};
+    static const int64_t shapes[4][3] = {{1, 1024, 3072},
+                                         {1, 4096, 4096},
+                                         {512, 1024, 1024},
+                                         {1024, 1024, 1024}};
     for (int s = 0; s < 4; s++)
         for (int d = 0; d < 4; d++)
             for (int t = 0; t < 2; t++)

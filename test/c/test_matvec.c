@@ -35,8 +35,10 @@ static em_array *filled(const int64_t *shape, int ndim, em_dtype dt,
 
 /* Relative rounding of one result in dt, and of the accumulation. */
 static double out_eps(em_dtype dt) {
-    return dt == EM_BF16 ? 0x1p-8 : dt == EM_F16 ? 0x1p-11
-           : dt == EM_F32 ? 0x1p-24 : 0x1p-53;
+    return dt == EM_BF16  ? 0x1p-8
+           : dt == EM_F16 ? 0x1p-11
+           : dt == EM_F32 ? 0x1p-24
+                          : 0x1p-53;
 }
 static double acc_eps(em_dtype dt) { return dt == EM_F64 ? 0x1p-53 : 0x1p-24; }
 
@@ -303,9 +305,10 @@ EM_TEST(gemm_float_dtypes_layouts) {
                         x = filled(s, 2, mv_dtypes[d], 31);
                     }
                     em_array *w = weights(k, n, tb, mv_dtypes[d], 32);
-                    snprintf(what, sizeof what, "gemm m=%lld k=%lld n=%lld %s%s",
-                             (long long)m, (long long)k, (long long)n,
-                             ta ? "x^T" : "x", tb ? "@W^T" : "@W");
+                    snprintf(what, sizeof what,
+                             "gemm m=%lld k=%lld n=%lld %s%s", (long long)m,
+                             (long long)k, (long long)n, ta ? "x^T" : "x",
+                             tb ? "@W^T" : "@W");
                     check_matmul(x, w, what);
                     em_array_release(w);
                     em_array_release(x);

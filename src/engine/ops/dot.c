@@ -284,8 +284,9 @@ static void dot_loop_task(void *ctx, int64_t begin, int64_t end) {
 static em_status scratch_new(size_t bytes, em_buffer **buf, void **data) {
     em_status st = em__buffer_new(bytes, buf);
     if (st != EM_OK)
-        return em__fail(st, "dot: out of memory for packed operands (%zu "
-                            "bytes)",
+        return em__fail(st,
+                        "dot: out of memory for packed operands (%zu "
+                        "bytes)",
                         bytes);
     *data = (*buf)->data;
     return EM_OK;
@@ -389,9 +390,8 @@ static em_status dot_matvec(em_array *node, const dot_kernel *k,
     pack_operand(k, em_dtype_size(node->dtype), va, x);
     for (int64_t bi = 0; bi < nbatch; bi++)
         w_offset[bi] = batch_offset(vb, bi);
-    em_matvec_job job = {node->dtype, nbatch,   m,     kk,
-                         vb->cols,    x,        vb->data, w_offset,
-                         trans,       ldb,      em__data(node)};
+    em_matvec_job job = {node->dtype, nbatch,   m,     kk,  vb->cols,      x,
+                         vb->data,    w_offset, trans, ldb, em__data(node)};
     em__matvec(&job);
     free(x);
     free(w_offset);
@@ -404,8 +404,8 @@ static em_status dot_matvec(em_array *node, const dot_kernel *k,
 static em_status dot_gemm_bf16(em_array *node, const dot_operand *va,
                                const dot_operand *vb, int64_t nbatch,
                                bool *done) {
-    em_bf16_gemm g = {va->rows, vb->cols, va->cols, NULL, false, 0,
-                      NULL,     false,    0,        NULL};
+    em_bf16_gemm g = {va->rows, vb->cols, va->cols, NULL, false,
+                      0,        NULL,     false,    0,    NULL};
     *done = false;
     if (!blas_fits(va, &g.ta, &g.lda) || !blas_fits(vb, &g.tb, &g.ldb))
         return EM_OK;

@@ -28,8 +28,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
-#define BF_ATTR                                                                \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define BF_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #define PANEL 32 /* columns of C per panel: two vectors of 16 floats */
 #define MR 6     /* rows of C per register block */
 #define ROW_BLOCK (8 * MR) /* rows per work unit: a panel is reused over them */
@@ -70,8 +69,8 @@ static void pack_a_task(void *ctx, int64_t begin, int64_t end) {
         uint32_t *dst = j->ap + i * j->k2;
         for (int64_t p = 0; p < j->k2; p++) {
             uint32_t lo = at(g->a, g->ta, g->lda, i, 2 * p);
-            uint32_t hi = 2 * p + 1 < g->k ? at(g->a, g->ta, g->lda, i, 2 * p + 1)
-                                           : 0;
+            uint32_t hi =
+                2 * p + 1 < g->k ? at(g->a, g->ta, g->lda, i, 2 * p + 1) : 0;
             dst[p] = lo | hi << 16;
         }
     }
@@ -89,7 +88,8 @@ static void pack_b_task(void *ctx, int64_t begin, int64_t end) {
             bool odd = 2 * p + 1 >= g->k;
             for (int64_t c = 0; c < cols; c++) {
                 uint32_t lo = at(g->b, g->tb, g->ldb, 2 * p, j0 + c);
-                uint32_t hi = odd ? 0 : at(g->b, g->tb, g->ldb, 2 * p + 1, j0 + c);
+                uint32_t hi =
+                    odd ? 0 : at(g->b, g->tb, g->ldb, 2 * p + 1, j0 + c);
                 dst[c] = lo | hi << 16;
             }
             for (int64_t c = cols; c < PANEL; c++)
@@ -104,8 +104,8 @@ BF_ATTR static inline __attribute__((always_inline)) void
 bf16_block(const int rows, const uint32_t *a, int64_t k2, const uint32_t *b,
            uint16_t *c, int64_t ldc, int cols) {
     __m512 acc[MR][2];
-    UNROLL_ROWS for (int r = 0; r < rows; r++)
-        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    UNROLL_ROWS for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] =
+        _mm512_setzero_ps();
     for (int64_t p = 0; p < k2; p++) {
         __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * PANEL);
         __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * PANEL + 16);
@@ -116,8 +116,9 @@ bf16_block(const int rows, const uint32_t *a, int64_t k2, const uint32_t *b,
         }
     }
     __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
-    __mmask16 m1 = cols <= 16 ? 0 : cols >= 32 ? 0xffff
-                                               : (__mmask16)((1u << (cols - 16)) - 1);
+    __mmask16 m1 = cols <= 16   ? 0
+                   : cols >= 32 ? 0xffff
+                                : (__mmask16)((1u << (cols - 16)) - 1);
     UNROLL_ROWS for (int r = 0; r < rows; r++) {
         __m256i lo = (__m256i)_mm512_cvtneps_pbh(acc[r][0]);
         __m256i hi = (__m256i)_mm512_cvtneps_pbh(acc[r][1]);
@@ -164,15 +165,19 @@ static void compute_task(void *ctx, int64_t begin, int64_t end) {
         for (int64_t i = rb * ROW_BLOCK; i < i1; i += MR) {
             int rows = (int)(i1 - i < MR ? i1 - i : MR);
             bf16_rows(rows, j->ap + i * j->k2, j->k2,
-                      j->bp + panel * j->k2 * PANEL, g->c + i * g->n + j0,
-                      g->n, cols);
+                      j->bp + panel * j->k2 * PANEL, g->c + i * g->n + j0, g->n,
+                      cols);
         }
     }
 }
 
 em_status em__gemm_bf16(const em_bf16_gemm *g) {
-    bf16_job j = {g, (g->k + 1) / 2, (g->n + PANEL - 1) / PANEL,
-                  (g->m + ROW_BLOCK - 1) / ROW_BLOCK, NULL, NULL};
+    bf16_job j = {g,
+                  (g->k + 1) / 2,
+                  (g->n + PANEL - 1) / PANEL,
+                  (g->m + ROW_BLOCK - 1) / ROW_BLOCK,
+                  NULL,
+                  NULL};
     em_buffer *abuf = NULL, *bbuf = NULL;
     em_status st = em__buffer_new((size_t)(g->m * j.k2) * 4, &abuf);
     if (st == EM_OK)

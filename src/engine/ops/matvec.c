@@ -73,16 +73,19 @@
 #ifdef MV_X86
 #define MV_ATTR_avx2 __attribute__((target("avx2,fma,f16c")))
 #define MV_ATTR_avx512                                                         \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,"       \
+                          "f16c")))
 
 MV_ATTR_avx2 static inline float hsum_avx2_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 s =
+        _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 MV_ATTR_avx2 static inline double hsum_avx2_pd(__m256d v) {
-    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    __m128d s =
+        _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
     return _mm_cvtsd_f64(s);
 }
@@ -175,53 +178,50 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
  * Both take M as a constant (1..EM_MATVEC_MAX_M) so that the per-row
  * accumulators unroll into registers.
  */
-#define DEFINE_MV_KERNELS(isa, sfx, T, C, NARROW)                               \
-    MV_ATTR_##isa static inline __attribute__((always_inline)) void            \
-        mv_rows_body_##isa##_##sfx(const int M, const C *x, int64_t ldx,       \
-                                   const T *w, int64_t ldw, int64_t k,         \
-                                   void *outp, int64_t ldo, int64_t j0,        \
-                                   int64_t j1, bool raw) {                     \
+#define DEFINE_MV_KERNELS(isa, sfx, T, C, NARROW)                              \
+    MV_ATTR_##isa static inline                                                \
+        __attribute__((always_inline)) void mv_rows_body_##isa##_##sfx(        \
+            const int M, const C *x, int64_t ldx, const T *w, int64_t ldw,     \
+            int64_t k, void *outp, int64_t ldo, int64_t j0, int64_t j1,        \
+            bool raw) {                                                        \
         T *out = outp;                                                         \
         C *raw_out = outp;                                                     \
         enum { W = MV_OP(isa, sfx, W) };                                       \
         for (int64_t j = j0; j < j1; j++) {                                    \
             const T *row = w + j * ldw;                                        \
             MV_OP(isa, sfx, V) acc0[EM_MATVEC_MAX_M], acc1[EM_MATVEC_MAX_M];   \
-            MV_UNROLL for (int r = 0; r < M; r++)                                        \
-                acc0[r] = acc1[r] = MV_OP(isa, sfx, ZERO)();                   \
+            MV_UNROLL for (int r = 0; r < M; r++) acc0[r] = acc1[r] =          \
+                MV_OP(isa, sfx, ZERO)();                                       \
             int64_t p = 0;                                                     \
             for (; p + 2 * W <= k; p += 2 * W) {                               \
                 MV_OP(isa, sfx, V) w0 = MV_CAT(isa, load_##sfx)(row + p);      \
                 MV_OP(isa, sfx, V) w1 = MV_CAT(isa, load_##sfx)(row + p + W);  \
-                MV_UNROLL for (int r = 0; r < M; r++) {                                  \
+                MV_UNROLL for (int r = 0; r < M; r++) {                        \
                     acc0[r] = MV_OP(isa, sfx, FMA)(                            \
-                        MV_OP(isa, sfx, LOAD)(x + r * ldx + p), w0, acc0[r]);    \
+                        MV_OP(isa, sfx, LOAD)(x + r * ldx + p), w0, acc0[r]);  \
                     acc1[r] = MV_OP(isa, sfx, FMA)(                            \
-                        MV_OP(isa, sfx, LOAD)(x + r * ldx + p + W), w1,          \
+                        MV_OP(isa, sfx, LOAD)(x + r * ldx + p + W), w1,        \
                         acc1[r]);                                              \
                 }                                                              \
             }                                                                  \
             C sum[EM_MATVEC_MAX_M];                                            \
-            MV_UNROLL for (int r = 0; r < M; r++)                                        \
-                sum[r] = MV_OP(isa, sfx, HSUM)(                                \
-                    MV_OP(isa, sfx, ADD)(acc0[r], acc1[r]));                   \
+            MV_UNROLL for (int r = 0; r < M; r++) sum[r] =                     \
+                MV_OP(isa, sfx, HSUM)(MV_OP(isa, sfx, ADD)(acc0[r], acc1[r])); \
             for (; p < k; p++) {                                               \
                 C wv = scalar_load_##sfx(row + p);                             \
-                MV_UNROLL for (int r = 0; r < M; r++)                                    \
-                    sum[r] += x[r * ldx + p] * wv;                               \
+                MV_UNROLL for (int r = 0; r < M; r++) sum[r] +=                \
+                    x[r * ldx + p] * wv;                                       \
             }                                                                  \
-            MV_UNROLL for (int r = 0; r < M; r++)                                        \
-                if (raw)                                                       \
-                    raw_out[r * ldo + j] = sum[r];                             \
-                else                                                           \
-                    out[r * ldo + j] = NARROW(sum[r]);                         \
+            MV_UNROLL for (int r = 0; r < M; r++) if (raw)                     \
+                raw_out[r * ldo + j] = sum[r];                                 \
+            else out[r * ldo + j] = NARROW(sum[r]);                            \
         }                                                                      \
     }                                                                          \
-    MV_ATTR_##isa static inline __attribute__((always_inline)) void            \
-        mv_cols_body_##isa##_##sfx(const int M, const C *x, int64_t ldx,       \
-                                   const T *w, int64_t ldw, int64_t k,         \
-                                   void *outp, int64_t ldo, int64_t j0,        \
-                                   int64_t j1, bool raw) {                     \
+    MV_ATTR_##isa static inline                                                \
+        __attribute__((always_inline)) void mv_cols_body_##isa##_##sfx(        \
+            const int M, const C *x, int64_t ldx, const T *w, int64_t ldw,     \
+            int64_t k, void *outp, int64_t ldo, int64_t j0, int64_t j1,        \
+            bool raw) {                                                        \
         T *out = outp;                                                         \
         C *raw_out = outp;                                                     \
         enum { W = MV_OP(isa, sfx, W) };                                       \
@@ -234,16 +234,16 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
             const T *w0 = w + p * ldw + j0, *w1 = w0 + ldw;                    \
             const T *w2 = w1 + ldw, *w3 = w2 + ldw;                            \
             MV_OP(isa, sfx, V) xb[EM_MATVEC_MAX_M][4];                         \
-            MV_UNROLL for (int r = 0; r < M; r++)                                        \
-                MV_UNROLL for (int q = 0; q < 4; q++)                                    \
-                    xb[r][q] = MV_OP(isa, sfx, SET1)(x[r * ldx + p + q]);        \
+            MV_UNROLL for (int r = 0; r < M; r++)                              \
+                MV_UNROLL for (int q = 0; q < 4; q++) xb[r][q] =               \
+                    MV_OP(isa, sfx, SET1)(x[r * ldx + p + q]);                 \
             int64_t j = 0;                                                     \
             for (; j + W <= nb; j += W) {                                      \
                 MV_OP(isa, sfx, V) a0 = MV_CAT(isa, load_##sfx)(w0 + j);       \
                 MV_OP(isa, sfx, V) a1 = MV_CAT(isa, load_##sfx)(w1 + j);       \
                 MV_OP(isa, sfx, V) a2 = MV_CAT(isa, load_##sfx)(w2 + j);       \
                 MV_OP(isa, sfx, V) a3 = MV_CAT(isa, load_##sfx)(w3 + j);       \
-                MV_UNROLL for (int r = 0; r < M; r++) {                                  \
+                MV_UNROLL for (int r = 0; r < M; r++) {                        \
                     C *ar = acc + r * nb + j;                                  \
                     MV_OP(isa, sfx, V) s = MV_OP(isa, sfx, LOAD)(ar);          \
                     s = MV_OP(isa, sfx, FMA)(xb[r][0], a0, s);                 \
@@ -254,12 +254,14 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
                 }                                                              \
             }                                                                  \
             for (; j < nb; j++) {                                              \
-                C b0 = scalar_load_##sfx(w0 + j), b1 = scalar_load_##sfx(w1 + j); \
-                C b2 = scalar_load_##sfx(w2 + j), b3 = scalar_load_##sfx(w3 + j); \
-                MV_UNROLL for (int r = 0; r < M; r++) {                                  \
-                    const C *xr = x + r * ldx + p;                               \
-                    acc[r * nb + j] += xr[0] * b0 + xr[1] * b1 + xr[2] * b2 +  \
-                                       xr[3] * b3;                             \
+                C b0 = scalar_load_##sfx(w0 + j),                              \
+                  b1 = scalar_load_##sfx(w1 + j);                              \
+                C b2 = scalar_load_##sfx(w2 + j),                              \
+                  b3 = scalar_load_##sfx(w3 + j);                              \
+                MV_UNROLL for (int r = 0; r < M; r++) {                        \
+                    const C *xr = x + r * ldx + p;                             \
+                    acc[r * nb + j] +=                                         \
+                        xr[0] * b0 + xr[1] * b1 + xr[2] * b2 + xr[3] * b3;     \
                 }                                                              \
             }                                                                  \
         }                                                                      \
@@ -267,36 +269,34 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
             const T *w0 = w + p * ldw + j0;                                    \
             for (int64_t j = 0; j < nb; j++) {                                 \
                 C b0 = scalar_load_##sfx(w0 + j);                              \
-                MV_UNROLL for (int r = 0; r < M; r++)                                    \
-                    acc[r * nb + j] += x[r * ldx + p] * b0;                      \
+                MV_UNROLL for (int r = 0; r < M; r++) acc[r * nb + j] +=       \
+                    x[r * ldx + p] * b0;                                       \
             }                                                                  \
         }                                                                      \
-        MV_UNROLL for (int r = 0; r < M; r++)                                            \
-            for (int64_t j = 0; j < nb; j++)                                   \
-                if (raw)                                                       \
-                    raw_out[r * ldo + j0 + j] = acc[r * nb + j];               \
-                else                                                           \
-                    out[r * ldo + j0 + j] = NARROW(acc[r * nb + j]);           \
+        MV_UNROLL for (int r = 0; r < M; r++) for (int64_t j = 0; j < nb;      \
+                                                   j++) if (raw)               \
+            raw_out[r * ldo + j0 + j] = acc[r * nb + j];                       \
+        else out[r * ldo + j0 + j] = NARROW(acc[r * nb + j]);                  \
     }                                                                          \
     MV_ATTR_##isa static void mv_rows_##isa##_##sfx(                           \
         const void *x, int64_t m, int64_t ldx, const void *w, int64_t ldw,     \
         int64_t k, void *out, int64_t ldo, int64_t j0, int64_t j1, bool raw) { \
         switch (m) {                                                           \
         case 1:                                                                \
-            mv_rows_body_##isa##_##sfx(1, x, ldx, w, ldw, k, out, ldo, j0,   \
-                                       j1, raw);     \
+            mv_rows_body_##isa##_##sfx(1, x, ldx, w, ldw, k, out, ldo, j0, j1, \
+                                       raw);                                   \
             break;                                                             \
         case 2:                                                                \
-            mv_rows_body_##isa##_##sfx(2, x, ldx, w, ldw, k, out, ldo, j0,   \
-                                       j1, raw);     \
+            mv_rows_body_##isa##_##sfx(2, x, ldx, w, ldw, k, out, ldo, j0, j1, \
+                                       raw);                                   \
             break;                                                             \
         case 3:                                                                \
-            mv_rows_body_##isa##_##sfx(3, x, ldx, w, ldw, k, out, ldo, j0,   \
-                                       j1, raw);     \
+            mv_rows_body_##isa##_##sfx(3, x, ldx, w, ldw, k, out, ldo, j0, j1, \
+                                       raw);                                   \
             break;                                                             \
         default:                                                               \
-            mv_rows_body_##isa##_##sfx(4, x, ldx, w, ldw, k, out, ldo, j0,   \
-                                       j1, raw);     \
+            mv_rows_body_##isa##_##sfx(4, x, ldx, w, ldw, k, out, ldo, j0, j1, \
+                                       raw);                                   \
             break;                                                             \
         }                                                                      \
     }                                                                          \
@@ -305,20 +305,20 @@ typedef void (*mv_kernel_fn)(const void *x, int64_t m, int64_t ldx,
         int64_t k, void *out, int64_t ldo, int64_t j0, int64_t j1, bool raw) { \
         switch (m) {                                                           \
         case 1:                                                                \
-            mv_cols_body_##isa##_##sfx(1, x, ldx, w, ldw, k, out, ldo, j0,   \
-                                       j1, raw);     \
+            mv_cols_body_##isa##_##sfx(1, x, ldx, w, ldw, k, out, ldo, j0, j1, \
+                                       raw);                                   \
             break;                                                             \
         case 2:                                                                \
-            mv_cols_body_##isa##_##sfx(2, x, ldx, w, ldw, k, out, ldo, j0,   \
-                                       j1, raw);     \
+            mv_cols_body_##isa##_##sfx(2, x, ldx, w, ldw, k, out, ldo, j0, j1, \
+                                       raw);                                   \
             break;                                                             \
         case 3:                                                                \
-            mv_cols_body_##isa##_##sfx(3, x, ldx, w, ldw, k, out, ldo, j0,   \
-                                       j1, raw);     \
+            mv_cols_body_##isa##_##sfx(3, x, ldx, w, ldw, k, out, ldo, j0, j1, \
+                                       raw);                                   \
             break;                                                             \
         default:                                                               \
-            mv_cols_body_##isa##_##sfx(4, x, ldx, w, ldw, k, out, ldo, j0,   \
-                                       j1, raw);     \
+            mv_cols_body_##isa##_##sfx(4, x, ldx, w, ldw, k, out, ldo, j0, j1, \
+                                       raw);                                   \
             break;                                                             \
         }                                                                      \
     }
@@ -382,8 +382,10 @@ enum mv_isa { ISA_SCALAR, ISA_AVX2, ISA_AVX512 };
  * has it, but nothing promises that). */
 static enum mv_isa mv_isa(void) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    if (__builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
         return ISA_AVX512;
     unsigned eax, ebx, ecx = 0, edx;
     bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
@@ -454,16 +456,17 @@ static void mv_run(void *ctx, int64_t begin, int64_t end) {
         int64_t j1 = j0 + t->block < j->n ? j0 + t->block : j->n;
         int64_t p0 = s * t->kchunk;
         int64_t p1 = p0 + t->kchunk < j->k ? p0 + t->kchunk : j->k;
-        const char *x = (const char *)j->x +
-                        (size_t)(bi * j->m * j->k + p0) * t->csize;
+        const char *x =
+            (const char *)j->x + (size_t)(bi * j->m * j->k + p0) * t->csize;
         int64_t w_off = j->w_offset[bi] + p0 * (j->w_transposed ? 1 : j->ldw);
         const char *w = j->w + w_off * (int64_t)t->esize;
         size_t slice = (size_t)(bi * j->m * j->n);
-        char *out = t->partial
-                        ? t->partial +
-                              ((size_t)s * (size_t)(j->nbatch * j->m * j->n) +
-                               slice) * t->csize
-                        : (char *)j->out + slice * t->esize;
+        char *out =
+            t->partial
+                ? t->partial +
+                      ((size_t)s * (size_t)(j->nbatch * j->m * j->n) + slice) *
+                          t->csize
+                : (char *)j->out + slice * t->esize;
         t->fn(x, j->m, j->k, w, j->ldw, p1 - p0, out, j->n, j0, j1,
               t->partial != NULL);
     }
@@ -507,8 +510,15 @@ static void mv_reduce(void *ctx, int64_t begin, int64_t end) {
 
 void em__matvec(const em_matvec_job *job) {
     const mv_kernels *kern = &mv_table()[job->dtype];
-    mv_task t = {job, job->w_transposed ? kern->rows : kern->cols,
-                 em_dtype_size(job->dtype), kern->csize, 0, 0, job->k, 1, NULL};
+    mv_task t = {job,
+                 job->w_transposed ? kern->rows : kern->cols,
+                 em_dtype_size(job->dtype),
+                 kern->csize,
+                 0,
+                 0,
+                 job->k,
+                 1,
+                 NULL};
     int threads = em__num_threads();
     int64_t block;
     if (job->w_transposed) {
@@ -542,16 +552,15 @@ void em__matvec(const em_matvec_job *job) {
             nsplit = job->k / 256;
         t.kchunk = (job->k + nsplit - 1) / nsplit;
         t.nsplit = (job->k + t.kchunk - 1) / t.kchunk;
-        size_t bytes = (size_t)(t.nsplit * job->nbatch * job->m * job->n) *
-                       t.csize;
+        size_t bytes =
+            (size_t)(t.nsplit * job->nbatch * job->m * job->n) * t.csize;
         t.partial = malloc(bytes); /* small: a few output rows per slice */
-        if (!t.partial) { /* no memory for the split: run unsplit */
+        if (!t.partial) {          /* no memory for the split: run unsplit */
             t.kchunk = job->k;
             t.nsplit = 1;
         }
     }
-    em__parallel_units(units * t.nsplit, block * t.kchunk * job->m, mv_run,
-                       &t);
+    em__parallel_units(units * t.nsplit, block * t.kchunk * job->m, mv_run, &t);
     if (t.partial) {
         em__parallel_for(job->nbatch * job->m * job->n, EM_PARALLEL_GRAIN,
                          mv_reduce, &t);
