@@ -181,6 +181,21 @@ typedef struct ggml_params {
     int64_t block_bytes;  /* bytes per block */
 } ggml_params;
 
+/* One streaming matrix-vector product: rows [r0, r1) of out (m, n) =
+ * x (m, k) @ W^T, W's rows of raw blocks; m <= GGML_MATVEC_MAX_ROWS. */
+#define GGML_MATVEC_MAX_ROWS 8
+typedef struct ggml_matvec_job {
+    const uint8_t *raw;
+    const float *x; /* (m, k) */
+    float *out;     /* (m, n) */
+    int64_t m, n, k;
+} ggml_matvec_job;
+
+/* The AVX2 + FMA streaming kernel for `type` (ggml_matvec_avx2.c), or NULL
+ * when the CPU lacks AVX2/FMA, the build is the SIMD baseline, or the type
+ * has none. */
+em_range_fn em__ggml_matvec_avx2(int type);
+
 /* CPU evals (ggml_ops.c, ggml_matmul.c) and GPU evals (gpu/gpu_ggml.c). */
 em_status em__ggml_matmul_eval(em_array *node);
 em_status em__gpu_ggml_dequantize_eval(em_array *node);

@@ -26,16 +26,11 @@
 #include <stdlib.h>
 
 /* Rows of x up to which the streaming kernel beats decode + sgemm. */
-#define MATVEC_MAX_ROWS 8
+#define MATVEC_MAX_ROWS GGML_MATVEC_MAX_ROWS
 /* Scratch per decoded tile of weight rows (f32 elements). */
 #define TILE_ELEMS ((int64_t)1 << 20)
 
-typedef struct matvec_job {
-    const uint8_t *raw;
-    const float *x; /* (m, k) */
-    float *out;     /* (m, n) */
-    int64_t m, n, k;
-} matvec_job;
+typedef ggml_matvec_job matvec_job;
 
 /* Sum 32 lanes pairwise in a fixed order. */
 static inline float sum_lanes(const float *lane) {
@@ -174,8 +169,9 @@ em_status em__ggml_matmul_eval(em_array *node) {
         memset(of, 0, (size_t)(m * n) * sizeof(float));
     } else if (m <= MATVEC_MAX_ROWS) {
         matvec_job jb = {em__data(raw), xf, of, m, n, k};
+        em_range_fn fn = em__ggml_matvec_avx2(p->type);
         /* A row costs about k * m multiply-adds plus its decoding. */
-        em__parallel_units(n, k * (m + 1), kn->matvec, &jb);
+        em__parallel_units(n, k * (m + 1), fn ? fn : kn->matvec, &jb);
     } else {
         const uint8_t *blocks = em__data(raw);
         for (int64_t r0 = 0; r0 < n; r0 += tile_rows) {
