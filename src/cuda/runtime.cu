@@ -507,6 +507,8 @@ static const em_cuda_api api = {
     // affine quantization (quant.cu)
 
     // ggml block formats (ggml.cu)
+    ggml_dequantize,
+    ggml_matmul,
 
 };
 
