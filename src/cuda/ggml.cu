@@ -44,43 +44,45 @@ __device__ __forceinline__ void k_scale_min(const uint8_t *sc, int s, int &scale
     }
 }
 
-// Weight j of block b of type T (layouts: include/emily_ggml.h).
-template <int T> __device__ __forceinline__ float weight(const uint8_t *b, int j) {
+// Weight i of 32-weight group g of block b of type T (weight 32 g + i;
+// layouts: include/emily_ggml.h). Everything but the quant depends on g
+// alone, so a loop over i unrolled by the caller shares the scales.
+template <int T>
+__device__ __forceinline__ float weight(const uint8_t *b, int g, int i) {
     if constexpr (T == EM_GGML_Q4_0 || T == EM_GGML_Q4_1 || T == EM_GGML_Q5_0 ||
                   T == EM_GGML_Q5_1) {
         constexpr bool has_min = T == EM_GGML_Q4_1 || T == EM_GGML_Q5_1;
         constexpr bool five = T == EM_GGML_Q5_0 || T == EM_GGML_Q5_1;
         constexpr int qs_at = 2 + (has_min ? 2 : 0) + (five ? 4 : 0);
         const float d = half_at(b);
-        const int byte = b[qs_at + (j & 15)];
-        int q = j < 16 ? (byte & 15) : (byte >> 4);
+        const int byte = b[qs_at + (i & 15)];
+        int q = i < 16 ? (byte & 15) : (byte >> 4);
         if constexpr (five)
-            q |= (int)((u32_at(b + qs_at - 4) >> j) & 1u) << 4;
+            q |= (int)((u32_at(b + qs_at - 4) >> i) & 1u) << 4;
         if constexpr (has_min)
             return __fadd_rn(__fmul_rn(d, (float)q), half_at(b + 2));
         else
             return __fmul_rn(d, (float)(q - (five ? 16 : 8)));
     } else if constexpr (T == EM_GGML_Q8_0) {
-        return __fmul_rn(half_at(b), (float)(int8_t)b[2 + j]);
+        return __fmul_rn(half_at(b), (float)(int8_t)b[2 + i]);
     } else if constexpr (T == EM_GGML_Q4_K || T == EM_GGML_Q5_K) {
         constexpr int qs_at = T == EM_GGML_Q4_K ? 16 : 48;
-        const int s = j / 32, l = j % 32;
-        const int byte = b[qs_at + 32 * (s / 2) + l];
-        int q = (s & 1) ? (byte >> 4) : (byte & 15);
+        const int byte = b[qs_at + 32 * (g / 2) + i];
+        int q = (g & 1) ? (byte >> 4) : (byte & 15);
         if constexpr (T == EM_GGML_Q5_K)
-            q |= ((b[16 + l] >> s) & 1) << 4;
+            q |= ((b[16 + i] >> g) & 1) << 4;
         int sc, mn;
-        k_scale_min(b + 4, s, sc, mn);
+        k_scale_min(b + 4, g, sc, mn);
         const float d1 = __fmul_rn(half_at(b), (float)sc);
         const float o1 = __fmul_rn(half_at(b + 2), (float)mn);
         return __fsub_rn(__fmul_rn(d1, (float)q), o1);
-    } else { // q6_k
-        const int h = j / 128, r = j % 128, t = r / 32, l = r % 32;
-        const int byte = b[64 * h + l + 32 * (t & 1)];
+    } else { // q6_k: group g = 4 h + t, quarter t of half h
+        const int h = g / 4, t = g % 4;
+        const int byte = b[64 * h + i + 32 * (t & 1)];
         const int low = t < 2 ? (byte & 15) : (byte >> 4);
-        const int high = (b[128 + 32 * h + l] >> (2 * t)) & 3;
+        const int high = (b[128 + 32 * h + i] >> (2 * t)) & 3;
         const int q = (low | (high << 4)) - 32;
-        const int sc = (int8_t)b[192 + 8 * h + l / 16 + 2 * t];
+        const int sc = (int8_t)b[192 + 8 * h + i / 16 + 2 * t];
         return __fmul_rn(__fmul_rn(half_at(b + 208), (float)sc), (float)q);
     }
 }
@@ -109,7 +111,8 @@ __global__ void dequantize_kernel(const uint8_t *__restrict__ raw, int64_t n,
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = e / k, c = e % k;
-        const float w = weight<T>(raw + r * row_bytes + c / BE * BB, (int)(c % BE));
+        const int j = (int)(c % BE);
+        const float w = weight<T>(raw + r * row_bytes + c / BE * BB, j / 32, j % 32);
         out[e] = DT<D>::store((typename DT<D>::C)w);
     }
 }
@@ -136,9 +139,10 @@ __global__ void matvec_kernel(const uint8_t *__restrict__ raw,
     const int64_t groups = k / 32;
     for (int64_t u = lane; u < groups; u += 32) {
         const uint8_t *blk = base + (u * 32 / BE) * BB;
-        const int j0 = (int)(u * 32 % BE);
+        const int g = (int)(u * 32 % BE) / 32;
+#pragma unroll
         for (int i = 0; i < 32; i++) {
-            const float w = weight<T>(blk, j0 + i);
+            const float w = weight<T>(blk, g, i);
 #pragma unroll
             for (int r = 0; r < MATVEC_MAX_ROWS; r++)
                 if (r < m)
