@@ -89,10 +89,13 @@ em_status em_ggml_dequantize(em_array *raw, int type, int64_t k,
  * (f16/bf16 inputs widened, the result rounded once).
  *
  * The blocks are never expanded whole: on the CPU, up to 8 rows of x
- * (decoding) stream each weight row's blocks once, decoding a block into
- * f32 in L1 and multiplying it into every row of x (threaded over weight
- * rows, AVX2/AVX-512 picked at run time); more rows decode tiles of
- * weight rows into an f32 scratch multiplied by OpenBLAS's sgemm. The
+ * (decoding) stream each weight row's blocks once, decoding 32 weights at
+ * a time in registers (exactly the dequantized values) and multiplying
+ * them into every row of x, threaded over weight rows (an AVX2+FMA kernel
+ * picked at run time, else a portable one compiled for AVX-512, AVX2 and
+ * the baseline); more rows decode tiles of weight rows into an f32
+ * scratch multiplied by OpenBLAS's sgemm. On a GPU: a warp per weight row
+ * for up to 8 rows of x, else decoded f32 tiles through cuBLAS. The
  * result equals the f32 dot product of x with the dequantized weights up
  * to f32 summation order: |err| <= ~K * 2^-23 * sum|x_k w_k| per output.
  */
