@@ -1,6 +1,6 @@
 /*
  * ggml_matvec_avx2.c — the streaming matrix-vector kernel of em_ggml_matmul
- * written with AVX2 + FMA intrinsics (compiled with target attributes and
+ * written with AVX2 + FMA (+ F16C) intrinsics (compiled with target attributes and
  * chosen at run time by __builtin_cpu_supports; never -march=native).
  *
  * GCC vectorises ggml_matmul.c's portable kernel only partly (the nibble
@@ -19,9 +19,17 @@
 
 #if defined(__x86_64__) && !defined(EM_SIMD_BASELINE)
 
+#include <cpuid.h>
 #include <immintrin.h>
 
-#define AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
+#define AVX2                                                                   \
+    __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
+
+/* A half-precision scale by F16C (exact, as em_f16_to_f32, without its
+ * branches for subnormals). */
+AVX2 float half_at(const uint8_t *p) {
+    return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8)));
+}
 
 /* One decoded group of 32 weights: w = a * q + b, a = a0 for weights
  * 0..15 and a1 for 16..31. */
@@ -51,36 +59,36 @@ AVX2 __m256i fifth_bits(uint32_t qh) {
 AVX2 void group_q4_0(const uint8_t *b, int g, group32 *o) {
     (void)g;
     o->q = _mm256_sub_epi8(nibbles(b + 2), _mm256_set1_epi8(8));
-    o->a0 = o->a1 = ggml_half(b);
+    o->a0 = o->a1 = half_at(b);
     o->b = 0.0f;
 }
 
 AVX2 void group_q4_1(const uint8_t *b, int g, group32 *o) {
     (void)g;
     o->q = nibbles(b + 4);
-    o->a0 = o->a1 = ggml_half(b);
-    o->b = ggml_half(b + 2);
+    o->a0 = o->a1 = half_at(b);
+    o->b = half_at(b + 2);
 }
 
 AVX2 void group_q5_0(const uint8_t *b, int g, group32 *o) {
     (void)g;
     const __m256i q = _mm256_or_si256(nibbles(b + 6), fifth_bits(ggml_u32(b + 2)));
     o->q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-    o->a0 = o->a1 = ggml_half(b);
+    o->a0 = o->a1 = half_at(b);
     o->b = 0.0f;
 }
 
 AVX2 void group_q5_1(const uint8_t *b, int g, group32 *o) {
     (void)g;
     o->q = _mm256_or_si256(nibbles(b + 8), fifth_bits(ggml_u32(b + 4)));
-    o->a0 = o->a1 = ggml_half(b);
-    o->b = ggml_half(b + 2);
+    o->a0 = o->a1 = half_at(b);
+    o->b = half_at(b + 2);
 }
 
 AVX2 void group_q8_0(const uint8_t *b, int g, group32 *o) {
     (void)g;
     o->q = _mm256_loadu_si256((const __m256i *)(b + 2));
-    o->a0 = o->a1 = ggml_half(b);
+    o->a0 = o->a1 = half_at(b);
     o->b = 0.0f;
 }
 
@@ -95,8 +103,8 @@ AVX2 __m256i k_nibbles(const uint8_t *qs, int g) {
 AVX2 void k_scales(const uint8_t *b, int g, group32 *o) {
     int sc, mn;
     ggml_k_scale_min(b + 4, g, &sc, &mn);
-    o->a0 = o->a1 = ggml_half(b) * (float)sc;
-    o->b = -(ggml_half(b + 2) * (float)mn);
+    o->a0 = o->a1 = half_at(b) * (float)sc;
+    o->b = -(half_at(b + 2) * (float)mn);
 }
 
 AVX2 void group_q4_k(const uint8_t *b, int g, group32 *o) {
@@ -125,7 +133,7 @@ AVX2 void group_q6_k(const uint8_t *b, int g, group32 *o) {
     o->q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)),
                            _mm256_set1_epi8(32));
     const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + 2 * t;
-    const float d = ggml_half(b + 208);
+    const float d = half_at(b + 208);
     o->a0 = d * (float)sc[0];
     o->a1 = d * (float)sc[1];
     o->b = 0.0f;
@@ -187,7 +195,7 @@ AVX2 float hsum_lanes(const __m256 acc[4]) {
         for (int64_t i = 0; i < m; i++)                                        \
             jb->out[i * jb->n + r] = hsum_lanes(acc[i]);                       \
     }                                                                          \
-    __attribute__((target("avx2,fma"))) static void avx2_##name(               \
+    __attribute__((target("avx2,fma,f16c"))) static void avx2_##name(               \
         void *ctx, int64_t r0, int64_t r1) {                                   \
         const ggml_matvec_job *jb = ctx;                                       \
         for (int64_t r = r0; r < r1; r++) {                                    \
@@ -202,7 +210,10 @@ EM_GGML_BLOCK_TYPES(DEFINE_AVX2_MATVEC)
 
 em_range_fn em__ggml_matvec_avx2(int type) {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    unsigned eax, ebx, ecx, edx; /* F16C: CPUID leaf 1, ECX (clang's
+                                    __builtin_cpu_supports lacks it) */
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+        !__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_F16C))
         return NULL;
     switch (type) {
 #define AVX2_CASE(T, name, BE, BB)                                             \
