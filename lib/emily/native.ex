@@ -621,6 +621,16 @@ defmodule Emily.Native do
 
   # ---- ggml block formats (nif_ggml.c) ----
 
+  @doc """
+  The `(n, k)` matrix encoded by `raw`, a u8 tensor `(n, bytes per row)` of
+  ggml blocks of type number `type` (2 = q4_0 ... 14 = q6_k), as `dtype`
+  (f32, f16, bf16 or f64).
+  """
+  def ggml_dequantize(_raw, _type, _k, _dtype), do: nif_error()
+
+  @doc "`x (..., m, k) @ w^T` for the ggml matrix `w` (`raw`, `type`): `(..., m, n)` in x's type."
+  def ggml_matmul(_x, _raw, _type, _k), do: nif_error()
+
   # ---- weight files: safetensors and GGUF (nif_io.c) ----
 
   @doc "Maps a safetensors file and checks its header: a file handle (`ArgumentError` naming the fault)."

@@ -138,6 +138,9 @@ int launch_im2col(Device *d, const em_cuda_im2col *j);
 int fast_rows(int dev, const em_cuda_fast_rows *job);
 int fast_rope(int dev, const em_cuda_fast_rope *job);
 int launch_affine(Device *d, const em_cuda_affine *j); // quant.cu
+// ggml block formats (ggml.cu): the API entry points themselves.
+int ggml_dequantize(int dev, const em_cuda_ggml *job);
+int ggml_matmul(int dev, const em_cuda_ggml *job);
 
 // Stream-ordered scratch (cudaMallocAsync), freed on its stream when it
 // goes out of scope: work areas of CUB, cuFFT and cuSOLVER, outside the

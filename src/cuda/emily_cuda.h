@@ -225,6 +225,23 @@ typedef struct em_cuda_linalg {
     void *out;
     int64_t failed;
 } em_cuda_linalg;
+/* ---- ggml block formats (ggml.cu) ---- */
+
+/* A ggml matrix (emily_ggml.h): `rows` weight rows of k weights, each row
+ * k / block_elems blocks of block_bytes at raw (row-major, contiguous),
+ * of ggml type `type`. ggml_dequantize writes (rows, k) in dtype (f32,
+ * f16, bf16, f64) bit-exactly as the CPU; ggml_matmul writes out (m, rows)
+ * = x (m, k) @ W^T, x and out in dtype (f32, f16, bf16), accumulating in
+ * f32: a warp per weight row for m <= 8, else f32 tiles of W decoded into
+ * stream-ordered scratch and multiplied by cuBLAS. */
+typedef struct em_cuda_ggml {
+    int type, dtype;
+    int64_t rows, k, m;
+    int64_t block_elems, block_bytes;
+    const void *raw, *x;
+    void *out;
+} em_cuda_ggml;
+
 /* ---- conv / window family (round 3) ---- */
 
 /* Window reduction (window.c): output element o (row-major over out_shape)
@@ -437,6 +454,8 @@ typedef struct em_cuda_api {
     int (*affine)(int dev, const em_cuda_affine *job);
 
     /* ggml block formats (ggml.cu) */
+    int (*ggml_dequantize)(int dev, const em_cuda_ggml *job);
+    int (*ggml_matmul)(int dev, const em_cuda_ggml *job);
 
 } em_cuda_api;
 

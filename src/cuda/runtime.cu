@@ -515,6 +515,8 @@ static const em_cuda_api api = {
     affine,
 
     // ggml block formats (ggml.cu)
+    ggml_dequantize,
+    ggml_matmul,
 
 };
 

@@ -273,7 +273,9 @@ void nif_leave(void);
     F(quantized_matmul, 7)
 
 /* nif_ggml.c: ggml block formats. */
-#define NIF_GGML_FUNCS(F)
+#define NIF_GGML_FUNCS(F)                                                      \
+    F(ggml_dequantize, 4)                                                      \
+    F(ggml_matmul, 4)
 
 /* nif_io.c: safetensors and GGUF files. */
 #define NIF_IO_FUNCS(F)                                                        \

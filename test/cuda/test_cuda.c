@@ -1008,6 +1008,7 @@ int main(void) {
     test_while();
     test_in_range();
     test_streams();
+    test_ggml();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
     em_memory_get_device_stats(GPU, &ms);

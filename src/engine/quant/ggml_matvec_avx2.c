@@ -1,0 +1,236 @@
+/*
+ * ggml_matvec_avx2.c — the streaming matrix-vector kernel of em_ggml_matmul
+ * written with AVX2 + FMA (+ F16C) intrinsics (compiled with target attributes and
+ * chosen at run time by __builtin_cpu_supports; never -march=native).
+ *
+ * GCC vectorises ggml_matmul.c's portable kernel only partly (the nibble
+ * unpacking stays in 128-bit lanes), and decoding is the bottleneck once
+ * the blocks stream from memory. Here every group of 32 weights is
+ * decoded in registers: the format's quants as 32 signed bytes q, a scale
+ * per 16 weights (a0, a1) and an offset b, so that w = a * q + b, computed
+ * as a multiply then an add — the same two f32 roundings as the portable
+ * decoder and ggml's dequantization, so the weights used are exactly the
+ * dequantized ones. They are multiplied into 32 lane accumulators per row
+ * of x (w[j] * x[j] summed into lane j mod 32, as the portable kernel) and
+ * the lanes summed at the end of the weight row. Machines with AVX-512 run
+ * this kernel too: it is bound by memory bandwidth, not by vector width.
+ */
+#include "ggml_blocks.h"
+
+#if defined(__x86_64__) && !defined(EM_SIMD_BASELINE)
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+#define AVX2                                                                   \
+    __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
+
+/* A half-precision scale by F16C (exact, as em_f16_to_f32, without its
+ * branches for subnormals). */
+AVX2 float half_at(const uint8_t *p) {
+    return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8)));
+}
+
+/* One decoded group of 32 weights: w = a * q + b, a = a0 for weights
+ * 0..15 and a1 for 16..31. */
+typedef struct group32 {
+    __m256i q;
+    float a0, a1, b;
+} group32;
+
+AVX2 __m256i nibbles(const uint8_t *p) { /* 16 bytes -> lo then hi */
+    const __m128i v = _mm_loadu_si128((const __m128i *)p);
+    const __m128i m = _mm_set1_epi8(15);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m),
+                            _mm_and_si128(v, m));
+}
+
+/* 32 bits of qh -> byte j = 16 when bit j is set. */
+AVX2 __m256i fifth_bits(uint32_t qh) {
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)qh),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                          0x0101010101010101, 0x0000000000000000));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(16));
+}
+
+AVX2 void group_q4_0(const uint8_t *b, int g, group32 *o) {
+    (void)g;
+    o->q = _mm256_sub_epi8(nibbles(b + 2), _mm256_set1_epi8(8));
+    o->a0 = o->a1 = half_at(b);
+    o->b = 0.0f;
+}
+
+AVX2 void group_q4_1(const uint8_t *b, int g, group32 *o) {
+    (void)g;
+    o->q = nibbles(b + 4);
+    o->a0 = o->a1 = half_at(b);
+    o->b = half_at(b + 2);
+}
+
+AVX2 void group_q5_0(const uint8_t *b, int g, group32 *o) {
+    (void)g;
+    const __m256i q = _mm256_or_si256(nibbles(b + 6), fifth_bits(ggml_u32(b + 2)));
+    o->q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+    o->a0 = o->a1 = half_at(b);
+    o->b = 0.0f;
+}
+
+AVX2 void group_q5_1(const uint8_t *b, int g, group32 *o) {
+    (void)g;
+    o->q = _mm256_or_si256(nibbles(b + 8), fifth_bits(ggml_u32(b + 4)));
+    o->a0 = o->a1 = half_at(b);
+    o->b = half_at(b + 2);
+}
+
+AVX2 void group_q8_0(const uint8_t *b, int g, group32 *o) {
+    (void)g;
+    o->q = _mm256_loadu_si256((const __m256i *)(b + 2));
+    o->a0 = o->a1 = half_at(b);
+    o->b = 0.0f;
+}
+
+/* Sub-block g (0..7) of a q4_k/q5_k block: nibbles of bytes 32 (g / 2)
+ * .. +31, low for even g, high for odd. */
+AVX2 __m256i k_nibbles(const uint8_t *qs, int g) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (g / 2)));
+    const __m256i s = (g & 1) ? _mm256_srli_epi16(v, 4) : v;
+    return _mm256_and_si256(s, _mm256_set1_epi8(15));
+}
+
+AVX2 void k_scales(const uint8_t *b, int g, group32 *o) {
+    int sc, mn;
+    ggml_k_scale_min(b + 4, g, &sc, &mn);
+    o->a0 = o->a1 = half_at(b) * (float)sc;
+    o->b = -(half_at(b + 2) * (float)mn);
+}
+
+AVX2 void group_q4_k(const uint8_t *b, int g, group32 *o) {
+    o->q = k_nibbles(b + 16, g);
+    k_scales(b, g, o);
+}
+
+AVX2 void group_q5_k(const uint8_t *b, int g, group32 *o) {
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srl_epi16(qh, _mm_cvtsi32_si128(g)), _mm256_set1_epi8(1));
+    o->q = _mm256_or_si256(k_nibbles(b + 48, g), _mm256_slli_epi16(hi, 4));
+    k_scales(b, g, o);
+}
+
+/* Group g = 4 h + t of a q6_k block: half h, quarter t. */
+AVX2 void group_q6_k(const uint8_t *b, int g, group32 *o) {
+    const int h = g / 4, t = g % 4;
+    const __m256i ql =
+        _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32 * (t & 1)));
+    const __m256i lo = _mm256_and_si256(t < 2 ? ql : _mm256_srli_epi16(ql, 4),
+                                        _mm256_set1_epi8(15));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * t)), _mm256_set1_epi8(3));
+    o->q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)),
+                           _mm256_set1_epi8(32));
+    const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + 2 * t;
+    const float d = half_at(b + 208);
+    o->a0 = d * (float)sc[0];
+    o->a1 = d * (float)sc[1];
+    o->b = 0.0f;
+}
+
+/* The group's 32 weights as 4 x 8 floats: w = a * q + b (mul, then add). */
+AVX2 void weights(const group32 *gr, __m256 w[4]) {
+    const __m128i lo = _mm256_castsi256_si128(gr->q);
+    const __m128i hi = _mm256_extracti128_si256(gr->q, 1);
+    const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi,
+                             _mm_srli_si128(hi, 8)};
+    const __m256 a0 = _mm256_set1_ps(gr->a0), a1 = _mm256_set1_ps(gr->a1);
+    const __m256 b = _mm256_set1_ps(gr->b);
+    for (int i = 0; i < 4; i++) {
+        const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[i]));
+        w[i] = _mm256_add_ps(_mm256_mul_ps(i < 2 ? a0 : a1, q), b);
+    }
+}
+
+AVX2 float hsum_lanes(const __m256 acc[4]) {
+    float lane[32], t[16];
+    for (int i = 0; i < 4; i++)
+        _mm256_storeu_ps(lane + 8 * i, acc[i]);
+    for (int j = 0; j < 16; j++)
+        t[j] = lane[j] + lane[j + 16];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            t[j] += t[j + w];
+    return t[0];
+}
+
+/* Weight row r against m rows of x; inlined with m = 1 (decoding, the
+ * accumulators stay in registers) and with the job's m. */
+#define DEFINE_AVX2_MATVEC(T, name, BE, BB)                                    \
+    AVX2 void avx2_row_##name(const ggml_matvec_job *jb, int64_t r,            \
+                              int64_t m) {                                     \
+        const int64_t nblocks = jb->k / (BE), k = jb->k;                       \
+        const uint8_t *row = jb->raw + r * nblocks * (BB);                     \
+        __m256 acc[GGML_MATVEC_MAX_ROWS][4];                                   \
+        for (int64_t i = 0; i < m; i++)                                        \
+            for (int v = 0; v < 4; v++)                                        \
+                acc[i][v] = _mm256_setzero_ps();                               \
+        for (int64_t b = 0; b < nblocks; b++) {                                \
+            const uint8_t *blk = row + b * (BB);                               \
+            _mm_prefetch((const char *)(blk + 8 * (BB)), _MM_HINT_T0);         \
+            for (int g = 0; g < (BE) / 32; g++) {                              \
+                group32 gr;                                                    \
+                __m256 w[4];                                                   \
+                group_##name(blk, g, &gr);                                     \
+                weights(&gr, w);                                               \
+                const float *xg = jb->x + b * (BE) + 32 * g;                   \
+                for (int64_t i = 0; i < m; i++)                                \
+                    for (int v = 0; v < 4; v++)                                \
+                        acc[i][v] = _mm256_fmadd_ps(                           \
+                            w[v], _mm256_loadu_ps(xg + i * k + 8 * v),         \
+                            acc[i][v]);                                        \
+            }                                                                  \
+        }                                                                      \
+        for (int64_t i = 0; i < m; i++)                                        \
+            jb->out[i * jb->n + r] = hsum_lanes(acc[i]);                       \
+    }                                                                          \
+    __attribute__((target("avx2,fma,f16c"))) static void avx2_##name(               \
+        void *ctx, int64_t r0, int64_t r1) {                                   \
+        const ggml_matvec_job *jb = ctx;                                       \
+        for (int64_t r = r0; r < r1; r++) {                                    \
+            if (jb->m == 1)                                                    \
+                avx2_row_##name(jb, r, 1);                                     \
+            else                                                               \
+                avx2_row_##name(jb, r, jb->m);                                 \
+        }                                                                      \
+    }
+
+EM_GGML_BLOCK_TYPES(DEFINE_AVX2_MATVEC)
+
+em_range_fn em__ggml_matvec_avx2(int type) {
+    __builtin_cpu_init();
+    unsigned eax, ebx, ecx, edx; /* F16C: CPUID leaf 1, ECX (clang's
+                                    __builtin_cpu_supports lacks it) */
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+        !__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_F16C))
+        return NULL;
+    switch (type) {
+#define AVX2_CASE(T, name, BE, BB)                                             \
+    case T:                                                                    \
+        return avx2_##name;
+        EM_GGML_BLOCK_TYPES(AVX2_CASE)
+#undef AVX2_CASE
+    default:
+        return NULL;
+    }
+}
+
+#else
+
+em_range_fn em__ggml_matvec_avx2(int type) {
+    (void)type;
+    return NULL;
+}
+
+#endif
