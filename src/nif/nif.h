@@ -260,7 +260,7 @@ void nif_leave(void);
 #define NIF_FAST_FUNCS(F)
 
 /* nif_attention.c: scaled dot-product attention. */
-#define NIF_ATTENTION_FUNCS(F)
+#define NIF_ATTENTION_FUNCS(F) F(sdpa, 7)
 
 /* nif_quant.c: affine quantization. */
 #define NIF_QUANT_FUNCS(F)
