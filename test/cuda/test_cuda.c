@@ -1002,6 +1002,7 @@ int main(void) {
     test_conv();
     test_top_k();
     test_fusion();
+    test_attention();
     test_threads();
     test_while();
     test_in_range();

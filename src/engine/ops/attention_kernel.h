@@ -46,34 +46,35 @@ EM_CLONES static void SN(sdpa_load)(SDPA_C *restrict dst, int64_t d_rs,
     }
 }
 
+/* SDPA_LANES compute values as one GCC vector: the register blocks of the
+ * two loops below stay in registers (one zmm, two ymm or four xmm per
+ * block, whichever clone runs). */
+typedef SDPA_C SN(sdpa_vec) __attribute__((vector_size(SDPA_LANES * sizeof(SDPA_C))));
+
 /* Sc[r][j] = Q[r] . KT[:, j] for r < nr4 (a multiple of 4), j < tkp (a
  * multiple of SDPA_LANES). */
 EM_CLONES static void SN(sdpa_scores)(const SDPA_C *restrict Q, int64_t D,
                                       const SDPA_C *restrict KT, int64_t tkp,
                                       SDPA_C *restrict Sc, int64_t nr4) {
+    typedef SN(sdpa_vec) vec;
     for (int64_t r = 0; r < nr4; r += 4) {
         const SDPA_C *q0 = Q + r * D, *q1 = q0 + D, *q2 = q1 + D,
                      *q3 = q2 + D;
         for (int64_t jb = 0; jb < tkp; jb += SDPA_LANES) {
-            SDPA_C a0[SDPA_LANES] = {0}, a1[SDPA_LANES] = {0},
-                   a2[SDPA_LANES] = {0}, a3[SDPA_LANES] = {0};
+            vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
             for (int64_t d = 0; d < D; d++) {
-                const SDPA_C *kt = KT + d * tkp + jb;
-                const SDPA_C x0 = q0[d], x1 = q1[d], x2 = q2[d], x3 = q3[d];
-                for (int l = 0; l < SDPA_LANES; l++) {
-                    a0[l] += x0 * kt[l];
-                    a1[l] += x1 * kt[l];
-                    a2[l] += x2 * kt[l];
-                    a3[l] += x3 * kt[l];
-                }
+                vec kt;
+                memcpy(&kt, KT + d * tkp + jb, sizeof kt);
+                a0 += q0[d] * kt;
+                a1 += q1[d] * kt;
+                a2 += q2[d] * kt;
+                a3 += q3[d] * kt;
             }
             SDPA_C *s = Sc + r * tkp + jb;
-            for (int l = 0; l < SDPA_LANES; l++) {
-                s[l] = a0[l];
-                s[tkp + l] = a1[l];
-                s[2 * tkp + l] = a2[l];
-                s[3 * tkp + l] = a3[l];
-            }
+            memcpy(s, &a0, sizeof a0);
+            memcpy(s + tkp, &a1, sizeof a1);
+            memcpy(s + 2 * tkp, &a2, sizeof a2);
+            memcpy(s + 3 * tkp, &a3, sizeof a3);
         }
     }
 }
@@ -130,6 +131,7 @@ EM_CLONES static void SN(sdpa_accumulate)(const SDPA_C *restrict P,
                                           const SDPA_C *restrict V,
                                           int64_t ldv, int64_t Dv,
                                           SDPA_C *restrict acc, int64_t nr4) {
+    typedef SN(sdpa_vec) vec;
     for (int64_t r = 0; r < nr4; r += 4) {
         const SDPA_C *p0 = P + r * tkp, *p1 = p0 + tkp, *p2 = p1 + tkp,
                      *p3 = p2 + tkp;
@@ -137,30 +139,23 @@ EM_CLONES static void SN(sdpa_accumulate)(const SDPA_C *restrict P,
                *c3 = c2 + Dv;
         int64_t eb = 0;
         for (; eb + SDPA_LANES <= Dv; eb += SDPA_LANES) {
-            SDPA_C a0[SDPA_LANES], a1[SDPA_LANES], a2[SDPA_LANES],
-                a3[SDPA_LANES];
-            for (int l = 0; l < SDPA_LANES; l++) {
-                a0[l] = c0[eb + l];
-                a1[l] = c1[eb + l];
-                a2[l] = c2[eb + l];
-                a3[l] = c3[eb + l];
-            }
+            vec a0, a1, a2, a3;
+            memcpy(&a0, c0 + eb, sizeof a0);
+            memcpy(&a1, c1 + eb, sizeof a1);
+            memcpy(&a2, c2 + eb, sizeof a2);
+            memcpy(&a3, c3 + eb, sizeof a3);
             for (int64_t j = 0; j < tk; j++) {
-                const SDPA_C *vj = V + j * ldv + eb;
-                const SDPA_C w0 = p0[j], w1 = p1[j], w2 = p2[j], w3 = p3[j];
-                for (int l = 0; l < SDPA_LANES; l++) {
-                    a0[l] += w0 * vj[l];
-                    a1[l] += w1 * vj[l];
-                    a2[l] += w2 * vj[l];
-                    a3[l] += w3 * vj[l];
-                }
+                vec vj;
+                memcpy(&vj, V + j * ldv + eb, sizeof vj);
+                a0 += p0[j] * vj;
+                a1 += p1[j] * vj;
+                a2 += p2[j] * vj;
+                a3 += p3[j] * vj;
             }
-            for (int l = 0; l < SDPA_LANES; l++) {
-                c0[eb + l] = a0[l];
-                c1[eb + l] = a1[l];
-                c2[eb + l] = a2[l];
-                c3[eb + l] = a3[l];
-            }
+            memcpy(c0 + eb, &a0, sizeof a0);
+            memcpy(c1 + eb, &a1, sizeof a1);
+            memcpy(c2 + eb, &a2, sizeof a2);
+            memcpy(c3 + eb, &a3, sizeof a3);
         }
         for (int64_t j = 0; eb < Dv && j < tk; j++) {
             const SDPA_C *vj = V + j * ldv;
