@@ -31,6 +31,7 @@
 #define SDPA_RB 32        /* query rows per prefill task */
 #define SDPA_DECODE_LQ 4  /* at most this many queries: decode schedule */
 #define SDPA_MIN_CHUNK 256 /* keys per decode chunk, at least */
+#define SDPA_ROWS_IN_PLACE 8 /* rows up to which K is read in place */
 
 /* exp(x) for the softmax weights, x <= 0 or -inf (never above 0 there):
  * written so that loops over it vectorise (libm's expf does not).

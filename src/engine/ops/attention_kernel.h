@@ -17,7 +17,9 @@
  *      to a multiple of SDPA_LANES keys with zeros) and V as rows (in place
  *      when SDPA_DIRECT and V's last axis is contiguous);
  *   2. computes the scores of four rows at a time against SDPA_LANES keys
- *      held in registers (q was scaled when it was loaded);
+ *      held in registers (q was scaled when it was loaded); with at most
+ *      SDPA_ROWS_IN_PLACE rows (decoding) K is read in place instead, a
+ *      key at a time, and the transposed copy is skipped;
  *   3. applies the mask and the causal limit, updates each row's running
  *      max m and denominator l and rescales its accumulator (online
  *      softmax), turning the scores into weights;
@@ -75,6 +77,60 @@ EM_CLONES static void SN(sdpa_scores)(const SDPA_C *restrict Q, int64_t D,
             memcpy(s + tkp, &a1, sizeof a1);
             memcpy(s + 2 * tkp, &a2, sizeof a2);
             memcpy(s + 3 * tkp, &a3, sizeof a3);
+        }
+    }
+}
+
+/* The same scores with K's rows read in place (ldk apart, last axis
+ * contiguous) and converted on the fly, a key at a time with horizontal
+ * sums: for the few rows of a decoding step a transposed copy of the tile
+ * would cost more than the dot products it feeds. */
+EM_CLONES static void SN(sdpa_scores_rows)(const SDPA_C *restrict Q, int64_t D,
+                                           const SDPA_S *restrict K,
+                                           int64_t ldk, int64_t tk,
+                                           SDPA_C *restrict Sc, int64_t tkp,
+                                           int64_t nr4) {
+    typedef SN(sdpa_vec) vec;
+    const int64_t Dl = D & ~(int64_t)(SDPA_LANES - 1);
+    for (int64_t r = 0; r < nr4; r += 4) {
+        const SDPA_C *q0 = Q + r * D, *q1 = q0 + D, *q2 = q1 + D,
+                     *q3 = q2 + D;
+        for (int64_t j = 0; j < tk; j++) {
+            const SDPA_S *k = K + j * ldk;
+            vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+            for (int64_t d = 0; d < Dl; d += SDPA_LANES) {
+                SDPA_C kc[SDPA_LANES];
+                for (int l = 0; l < SDPA_LANES; l++)
+                    kc[l] = SDPA_LOAD(k[d + l]);
+                vec kv, x0, x1, x2, x3;
+                memcpy(&kv, kc, sizeof kv);
+                memcpy(&x0, q0 + d, sizeof x0);
+                memcpy(&x1, q1 + d, sizeof x1);
+                memcpy(&x2, q2 + d, sizeof x2);
+                memcpy(&x3, q3 + d, sizeof x3);
+                a0 += x0 * kv;
+                a1 += x1 * kv;
+                a2 += x2 * kv;
+                a3 += x3 * kv;
+            }
+            SDPA_C s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (int l = 0; l < SDPA_LANES; l++) {
+                s0 += a0[l];
+                s1 += a1[l];
+                s2 += a2[l];
+                s3 += a3[l];
+            }
+            for (int64_t d = Dl; d < D; d++) {
+                const SDPA_C kd = SDPA_LOAD(k[d]);
+                s0 += q0[d] * kd;
+                s1 += q1[d] * kd;
+                s2 += q2[d] * kd;
+                s3 += q3[d] * kd;
+            }
+            Sc[r * tkp + j] = s0;
+            Sc[(r + 1) * tkp + j] = s1;
+            Sc[(r + 2) * tkp + j] = s2;
+            Sc[(r + 3) * tkp + j] = s3;
         }
     }
 }
@@ -180,19 +236,22 @@ static void SN(sdpa_attend)(const sdpa_job *jb, sdpa_scratch *sc, int64_t b,
     const SDPA_S *kb = (const SDPA_S *)jb->k + b * jb->ks[0] + kvh * jb->ks[1];
     const SDPA_S *vb = (const SDPA_S *)jb->v + b * jb->vs[0] + kvh * jb->vs[1];
     const bool v_in_place = SDPA_DIRECT && jb->vs[3] == 1;
+    const bool k_rows = nr4 <= SDPA_ROWS_IN_PLACE && jb->ks[3] == 1;
     SDPA_C *KT = sc->kt, *Sc = sc->s, *Vt = sc->v, *mrow = sc->mrow;
     SDPA_C *m = sc->m, *l = sc->l, *acc = sc->acc;
     const SDPA_C *Q = sc->q;
     for (int64_t j0 = j_begin; j0 < j_end; j0 += SDPA_TK) {
         const int64_t tk = j_end - j0 < SDPA_TK ? j_end - j0 : SDPA_TK;
         const int64_t tkp = (tk + SDPA_LANES - 1) & ~(int64_t)(SDPA_LANES - 1);
-        /* 1. the tiles */
-        SN(sdpa_load)
-        (KT, 1, tkp, kb + j0 * jb->ks[2], jb->ks[2], jb->ks[3], tk, D);
-        if (tkp > tk)
-            for (int64_t d = 0; d < D; d++)
-                memset(KT + d * tkp + tk, 0,
-                       (size_t)(tkp - tk) * sizeof(SDPA_C));
+        /* 1. the tiles (K transposed only when enough rows share it) */
+        if (!k_rows) {
+            SN(sdpa_load)
+            (KT, 1, tkp, kb + j0 * jb->ks[2], jb->ks[2], jb->ks[3], tk, D);
+            if (tkp > tk)
+                for (int64_t d = 0; d < D; d++)
+                    memset(KT + d * tkp + tk, 0,
+                           (size_t)(tkp - tk) * sizeof(SDPA_C));
+        }
         const SDPA_C *V;
         int64_t ldv;
         if (v_in_place) {
@@ -205,7 +264,11 @@ static void SN(sdpa_attend)(const sdpa_job *jb, sdpa_scratch *sc, int64_t b,
             ldv = Dv;
         }
         /* 2. scores */
-        SN(sdpa_scores)(Q, D, KT, tkp, Sc, nr4);
+        if (k_rows)
+            SN(sdpa_scores_rows)
+            (Q, D, kb + j0 * jb->ks[2], jb->ks[2], tk, Sc, tkp, nr4);
+        else
+            SN(sdpa_scores)(Q, D, KT, tkp, Sc, nr4);
         /* 3. mask, causal limit, online softmax */
         for (int64_t r = 0; r < nr4; r++) {
             SDPA_C *s = Sc + r * tkp;
