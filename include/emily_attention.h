@@ -37,7 +37,9 @@
  * across the thread pool instead (flash-decoding: per chunk a max, a sum
  * and a partial output, then a combine step).
  * CUDA: a tiled kernel for prefill and a split-key kernel plus combine for
- * decoding, same semantics.
+ * decoding, same semantics; Dv up to 256 and (16 + 32) * D + 32 * Dv
+ * compute elements of shared memory per block (D = Dv = 256 in f64 fits an
+ * H100/H200), beyond which the GPU eval fails with EM_ERR_UNSUPPORTED.
  *
  * Gradients: em_vjp differentiates q, k, v, an additive mask and the
  * sinks (composed from ordinary ops: the scores are recomputed); a
