@@ -133,7 +133,7 @@ cols = ~w(fused composed composed_jit numpy)
 IO.puts(
   String.pad_trailing("case", 18) <>
     String.pad_trailing("type", 6) <>
-    Enum.map_join(cols ++ ~w(composed/fused numpy/fused), "", &String.pad_leading(&1, 14))
+    Enum.map_join(cols ++ ~w(composed/fused numpy/fused), "", &String.pad_leading(&1, 16))
 )
 
 for {name, _, _, _, _, _, _, _, _} <- cases, type <- types do
@@ -145,7 +145,7 @@ for {name, _, _, _, _, _, _, _, _} <- cases, type <- types do
       Enum.map_join(
         [f, c, j, np, c / f, np / f],
         "",
-        &String.pad_leading(:erlang.float_to_binary(&1 * 1.0, decimals: 3), 14)
+        &String.pad_leading(:erlang.float_to_binary(&1 * 1.0, decimals: 3), 16)
       )
   )
 end
