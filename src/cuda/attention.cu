@@ -62,7 +62,8 @@ __device__ __forceinline__ C sdpa_factor(C m, C l, bool has_sink, C sink) {
     return a / (l * a + sdpa_exp(sink - M));
 }
 
-template <int DTYPE> __device__ __forceinline__ typename DT<DTYPE>::C
+template <int DTYPE>
+__device__ __forceinline__ typename DT<DTYPE>::C
 sdpa_sink(const em_cuda_sdpa &j, int64_t h) {
     using S = typename DT<DTYPE>::S;
     return DT<DTYPE>::load(((const S *)j.sinks)[h * j.sinks_st]);
@@ -99,10 +100,11 @@ __global__ void __launch_bounds__(SDPA_WARPS * 32)
     const S *qb = (const S *)j.q + b * j.q_st[0] + h * j.q_st[1];
     for (int64_t t = threadIdx.x; t < SDPA_ROWS * D; t += blockDim.x) {
         const int64_t r = t / D, d = t % D;
-        Qs[t] = r < rows ? DT<DTYPE>::load(qb[(i0 + r) * j.q_st[2] +
-                                              d * j.q_st[3]]) *
-                               (C)j.scale
-                         : C(0);
+        Qs[t] =
+            r < rows
+                ? DT<DTYPE>::load(qb[(i0 + r) * j.q_st[2] + d * j.q_st[3]]) *
+                      (C)j.scale
+                : C(0);
     }
 
     C m[SDPA_ROWS_PER_WARP], l[SDPA_ROWS_PER_WARP];
@@ -158,7 +160,7 @@ __global__ void __launch_bounds__(SDPA_WARPS * 32)
             const C tmax = warp_max(s);
             const C mnew = tmax > m[rr] ? tmax : m[rr];
             if (mnew == ninf)
-                continue; // nothing unmasked yet
+                continue;                   // nothing unmasked yet
             const C p = sdpa_exp(s - mnew); // 0 for masked keys
             const C corr = sdpa_exp(m[rr] - mnew);
             l[rr] = l[rr] * corr + warp_sum(p);
@@ -220,7 +222,8 @@ __global__ void sdpa_combine_kernel(em_cuda_sdpa j, const void *partial) {
     using C = typename DT<DTYPE>::C;
     const C ninf = -std::numeric_limits<C>::infinity();
     const int64_t nrows = j.B * j.H * j.Lq;
-    const int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int64_t row =
+        (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= nrows)
         return;
@@ -257,9 +260,8 @@ static int launch_sdpa_nv(Device *d, const em_cuda_sdpa *j, size_t smem,
                           void *partial, int64_t chunk) {
     auto kernel = sdpa_kernel<DTYPE, NV>;
     if (smem > 48 * 1024)
-        EMC_TRY(cudaFuncSetAttribute(kernel,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)smem));
+        EMC_TRY(cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const int64_t qtiles = (j->Lq + SDPA_ROWS - 1) / SDPA_ROWS;
     dim3 grid((unsigned)(qtiles * j->nsplit), (unsigned)j->H, (unsigned)j->B);
     kernel<<<grid, SDPA_WARPS * 32, smem, d->stream>>>(*j, partial, chunk);
@@ -271,9 +273,10 @@ int launch_sdpa(Device *d, const em_cuda_sdpa *job) {
     if (job->B == 0 || job->H == 0 || job->Lq == 0 || job->Dv == 0)
         return 0;
     if (job->Dv > 256)
-        return fail(EM_ERR_UNSUPPORTED,
-                    "sdpa: value head dimension %lld above 256 has no GPU kernel",
-                    (long long)job->Dv);
+        return fail(
+            EM_ERR_UNSUPPORTED,
+            "sdpa: value head dimension %lld above 256 has no GPU kernel",
+            (long long)job->Dv);
     const int64_t qtiles = (job->Lq + SDPA_ROWS - 1) / SDPA_ROWS;
     if (job->H > 65535 || job->B > 65535 || qtiles * job->nsplit > INT32_MAX)
         return fail(EM_ERR_UNSUPPORTED,

@@ -97,10 +97,12 @@ static void check_random(const ref_case *c, em_dtype dtype, double tol) {
     double *q = rnd_values(nq), *k = rnd_values(nk), *v = rnd_values(nv);
     double *want = malloc(sizeof(double) * (size_t)(no ? no : 1));
     double *got = malloc(sizeof(double) * (size_t)(no ? no : 1));
-    int64_t qs[4] = {c->B, c->H, c->Lq, c->D}, ks[4] = {c->B, c->Hkv, c->Lk, c->D},
-            vs[4] = {c->B, c->Hkv, c->Lk, c->Dv}, ms[4] = {c->B, c->H, c->Lq, c->Lk},
-            hs[1] = {c->H};
-    em_array *qa = t_from_f64(q, qs, 4, dtype), *ka = t_from_f64(k, ks, 4, dtype),
+    int64_t qs[4] = {c->B, c->H, c->Lq, c->D},
+            ks[4] = {c->B, c->Hkv, c->Lk, c->D},
+            vs[4] = {c->B, c->Hkv, c->Lk, c->Dv},
+            ms[4] = {c->B, c->H, c->Lq, c->Lk}, hs[1] = {c->H};
+    em_array *qa = t_from_f64(q, qs, 4, dtype),
+             *ka = t_from_f64(k, ks, 4, dtype),
              *va = t_from_f64(v, vs, 4, dtype), *ma = NULL, *sa = NULL,
              *out = NULL;
     /* the reference sees the rounded inputs */
@@ -168,7 +170,8 @@ static const double hq[2] = {1, 0}, hk[4] = {1, 0, 0, 1}, hv[4] = {1, 2, 3, 4};
 static void run_small(const em_sdpa_options *o, int64_t Lq, const double *qv,
                       double *got) {
     int64_t qs[4] = {1, 1, Lq, 2}, ks[4] = {1, 1, 2, 2};
-    em_array *q = t_from_f64(qv, qs, 4, EM_F32), *k = t_from_f64(hk, ks, 4, EM_F32),
+    em_array *q = t_from_f64(qv, qs, 4, EM_F32),
+             *k = t_from_f64(hk, ks, 4, EM_F32),
              *v = t_from_f64(hv, ks, 4, EM_F32), *out = NULL;
     CHECK_OK(em_sdpa(q, k, v, o, &out));
     if (out)
@@ -259,7 +262,8 @@ EM_TEST(sdpa_hand_gqa) {
      * [0 1] (scores [0 1]). */
     const double e = exp(1.0), q2[4] = {1, 0, 0, 1};
     int64_t qs[4] = {1, 2, 1, 2}, ks[4] = {1, 1, 2, 2};
-    em_array *q = t_from_f64(q2, qs, 4, EM_F64), *k = t_from_f64(hk, ks, 4, EM_F64),
+    em_array *q = t_from_f64(q2, qs, 4, EM_F64),
+             *k = t_from_f64(hk, ks, 4, EM_F64),
              *v = t_from_f64(hv, ks, 4, EM_F64), *out = NULL;
     em_sdpa_options o = {1, false, NULL, NULL};
     CHECK_OK(em_sdpa(q, k, v, &o, &out));
@@ -345,10 +349,12 @@ EM_TEST(sdpa_strided_views) {
            *vv = rnd_values(B * H * cap * D);
     int64_t qs[4] = {B, Lq, H, D}, cs[4] = {B, H, cap, D};
     int perm[4] = {0, 2, 1, 3};
-    int64_t start[4] = {0, 0, 0, 0}, stop[4] = {B, H, Lk, D}, step[4] = {1, 1, 1, 1};
+    int64_t start[4] = {0, 0, 0, 0}, stop[4] = {B, H, Lk, D},
+            step[4] = {1, 1, 1, 1};
     for (size_t t = 0; t < sizeof dtypes / sizeof *dtypes; t++) {
         em_dtype dt = dtypes[t].dtype;
-        em_array *q0 = t_from_f64(qv, qs, 4, dt), *k0 = t_from_f64(kv, cs, 4, dt),
+        em_array *q0 = t_from_f64(qv, qs, 4, dt),
+                 *k0 = t_from_f64(kv, cs, 4, dt),
                  *v0 = t_from_f64(vv, cs, 4, dt);
         em_array *q = NULL, *k = NULL, *v = NULL, *qc = NULL, *kc = NULL,
                  *vc = NULL, *a = NULL, *b = NULL;
@@ -446,8 +452,8 @@ static void check_grad(const grad_setup *g) {
             double fd = (up - down) / (2 * h);
             if (!(fabs(fd - gv[j]) <= 1e-6 * (1 + fabs(fd))))
                 em_test_fail(__FILE__, __LINE__,
-                             "d/dx%d[%lld] = %.10g, finite difference %.10g",
-                             i, (long long)j, gv[j], fd);
+                             "d/dx%d[%lld] = %.10g, finite difference %.10g", i,
+                             (long long)j, gv[j], fd);
         }
         free(gv);
     }
@@ -465,12 +471,13 @@ static void check_grad(const grad_setup *g) {
 EM_TEST(sdpa_vjp_finite_differences) {
     /* GQA (H 4, Hkv 2), causal with Lq < Lk, additive mask (1, H, Lq, 1)
      * broadcast over batch and keys, sinks */
-    grad_setup g = {{{2, 4, 3, 5}, {2, 2, 4, 5}, {2, 2, 4, 3}, {1, 4, 3, 1}, {4}},
-                    {4, 4, 4, 4, 1},
-                    5,
-                    true,
-                    true,
-                    true};
+    grad_setup g = {
+        {{2, 4, 3, 5}, {2, 2, 4, 5}, {2, 2, 4, 3}, {1, 4, 3, 1}, {4}},
+        {4, 4, 4, 4, 1},
+        5,
+        true,
+        true,
+        true};
     check_grad(&g);
     grad_setup plain = {{{1, 2, 4, 3}, {1, 2, 4, 3}, {1, 2, 4, 2}},
                         {4, 4, 4},
@@ -486,7 +493,8 @@ EM_TEST(sdpa_vjp_fully_masked_rows_are_zero) {
      * 0, never NaN */
     const int64_t qs[4] = {1, 1, 3, 2}, ks[4] = {1, 1, 2, 2};
     double qv[6] = {1, 2, 3, 4, 5, 6}, kv[4] = {1, 0, 0, 1};
-    em_array *q = t_from_f64(qv, qs, 4, EM_F32), *k = t_from_f64(kv, ks, 4, EM_F32);
+    em_array *q = t_from_f64(qv, qs, 4, EM_F32),
+             *k = t_from_f64(kv, ks, 4, EM_F32);
     em_array *v = t_from_f64(kv, ks, 4, EM_F32), *wq = NULL, *y = NULL,
              *ct = NULL, *gq = NULL;
     CHECK_OK(em_identity(q, &wq));
@@ -512,16 +520,20 @@ EM_TEST(sdpa_errors) {
     double z[64] = {0};
     int64_t q4[4] = {1, 4, 2, 8}, k4[4] = {1, 3, 2, 8}, ok4[4] = {1, 2, 2, 8},
             d3[3] = {4, 2, 8};
-    em_array *q = t_from_f64(z, q4, 4, EM_F32), *k3h = t_from_f64(z, k4, 4, EM_F32),
-             *k = t_from_f64(z, ok4, 4, EM_F32), *r3 = t_from_f64(z, d3, 3, EM_F32),
-             *ki = t_from_f64(z, ok4, 4, EM_S32), *kd = t_from_f64(z, ok4, 4, EM_F64),
-             *out = NULL;
-    CHECK_ERR(em_sdpa(q, k3h, k3h, NULL, &out), EM_ERR_ARGUMENT, "f32[1,3,2,8]");
+    em_array *q = t_from_f64(z, q4, 4, EM_F32),
+             *k3h = t_from_f64(z, k4, 4, EM_F32),
+             *k = t_from_f64(z, ok4, 4, EM_F32),
+             *r3 = t_from_f64(z, d3, 3, EM_F32),
+             *ki = t_from_f64(z, ok4, 4, EM_S32),
+             *kd = t_from_f64(z, ok4, 4, EM_F64), *out = NULL;
+    CHECK_ERR(em_sdpa(q, k3h, k3h, NULL, &out), EM_ERR_ARGUMENT,
+              "f32[1,3,2,8]");
     CHECK_ERR(em_sdpa(r3, k, k, NULL, &out), EM_ERR_ARGUMENT, "rank 4");
     CHECK_ERR(em_sdpa(q, ki, ki, NULL, &out), EM_ERR_ARGUMENT, "one dtype");
     CHECK_ERR(em_sdpa(q, kd, kd, NULL, &out), EM_ERR_ARGUMENT, "one dtype");
     int64_t m_bad[2] = {3, 2}, s_bad[1] = {3};
-    em_array *mb = t_from_f64(z, m_bad, 2, EM_F32), *sb = t_from_f64(z, s_bad, 1, EM_F32),
+    em_array *mb = t_from_f64(z, m_bad, 2, EM_F32),
+             *sb = t_from_f64(z, s_bad, 1, EM_F32),
              *mi = t_from_f64(z, q4, 2, EM_S32);
     em_sdpa_options o = {0, false, mb, NULL};
     CHECK_ERR(em_sdpa(q, k, k, &o, &out), EM_ERR_ARGUMENT, "mask f32[3,2]");

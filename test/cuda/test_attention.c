@@ -20,9 +20,9 @@ typedef struct sdpa_case {
     const char *name;
     int64_t B, H, Hkv, Lq, Lk, D, Dv;
     bool causal;
-    int mask;     /* 0 none, 1 additive (1, H, Lq, Lk), 2 boolean (Lq, Lk) */
+    int mask; /* 0 none, 1 additive (1, H, Lq, Lk), 2 boolean (Lq, Lk) */
     bool sinks;
-    int64_t cap;  /* > Lk: k and v are the first Lk positions of a cache */
+    int64_t cap;   /* > Lk: k and v are the first Lk positions of a cache */
     bool dead_row; /* boolean mask: row 0 fully masked */
 } sdpa_case;
 
@@ -48,8 +48,7 @@ static void sdpa_pair(em_array *const *cpu_in, em_array *const *gpu_in,
         o.mask = ins[s][3];
         o.sinks = ins[s][4];
         *outs[s] = NULL;
-        die_on(em_sdpa(ins[s][0], ins[s][1], ins[s][2], &o, outs[s]),
-               c->name);
+        die_on(em_sdpa(ins[s][0], ins[s][1], ins[s][2], &o, outs[s]), c->name);
     }
 }
 
@@ -112,7 +111,8 @@ static void run_case(const sdpa_case *c, em_dtype dt) {
             em_array *f64 = NULL;
             die_on(em_slice(gpu, start, stop, step, &r), "slice");
             die_on(em_as_type(r, EM_F64, &f64), "as_type");
-            bool zero = f64 && em_read(f64, row, sizeof(double) * (size_t)c->Dv) == EM_OK;
+            bool zero = f64 && em_read(f64, row,
+                                       sizeof(double) * (size_t)c->Dv) == EM_OK;
             for (int64_t e = 0; zero && e < c->Dv; e++)
                 zero = row[e] == 0;
             record("attention", "fully masked row is 0 on the GPU", zero,

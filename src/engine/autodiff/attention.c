@@ -16,12 +16,11 @@
  * Half types are differentiated in f32 and the cotangents rounded once. A
  * boolean mask has no cotangent.
  */
-#include "ops/attention_params.h"
 #include "emily_attention.h"
+#include "ops/attention_params.h"
 #include "rules.h"
 
-static em_array *ad_dot2(ad_ctx *c, em_array *a, int ca, em_array *b,
-                         int cb) {
+static em_array *ad_dot2(ad_ctx *c, em_array *a, int ca, em_array *b, int cb) {
     /* batch axes (0, 1) of both, contracting a's axis ca with b's cb */
     if (c->st != EM_OK)
         return NULL;
@@ -104,9 +103,8 @@ em_status em__vjp_sdpa(em_array *node, em_array *ct, const bool *needs,
 
     /* weights */
     const int64_t sink_shape[4] = {1, H, 1, 1};
-    em_array *sink4 = sinks ? ad_reshape(&c, ad_as_type(&c, sinks, wt),
-                                         sink_shape, 4)
-                            : NULL;
+    em_array *sink4 =
+        sinks ? ad_reshape(&c, ad_as_type(&c, sinks, wt), sink_shape, 4) : NULL;
     em_array *m = ad_reduce_last(&c, EM_REDUCE_max, s);
     if (sink4)
         m = ad_bin(&c, EM_BINARY_maximum, m, sink4);
@@ -131,12 +129,12 @@ em_status em__vjp_sdpa(em_array *node, em_array *ct, const bool *needs,
     /* dV (B, Hkv, Lk, Dv) */
     if (needs[2])
         ad_out(&g, &in_cts[2], ad_as_type(&g, ad_dot2(&g, pg, 2, ctg, 2), dt));
-    bool want_s = needs[0] || needs[1] || (mask_at >= 0 && needs[mask_at] &&
-                                           p->mask_kind == SDPA_MASK_ADDITIVE) ||
+    bool want_s = needs[0] || needs[1] ||
+                  (mask_at >= 0 && needs[mask_at] &&
+                   p->mask_kind == SDPA_MASK_ADDITIVE) ||
                   (sinks_at >= 0 && needs[sinks_at]);
     if (want_s) {
-        em_array *dp =
-            ad_reshape(&g, ad_dot2(&g, ctg, 3, vw, 3), s_shape, 4);
+        em_array *dp = ad_reshape(&g, ad_dot2(&g, ctg, 3, vw, 3), s_shape, 4);
         em_array *delta = ad_reduce_last(&g, EM_REDUCE_sum, ad_mul(&g, pw, dp));
         em_array *ds = ad_mul(&g, pw, ad_sub(&g, dp, delta));
         em_array *dsg = ad_reshape(&g, ds, sg_shape, 4);
@@ -148,10 +146,9 @@ em_status em__vjp_sdpa(em_array *node, em_array *ct, const bool *needs,
         }
         if (needs[1])
             ad_out(&g, &in_cts[1],
-                   ad_as_type(&g,
-                              ad_scale(&g, ad_dot2(&g, dsg, 2, qg, 2),
-                                       p->scale),
-                              dt));
+                   ad_as_type(
+                       &g, ad_scale(&g, ad_dot2(&g, dsg, 2, qg, 2), p->scale),
+                       dt));
         if (mask_at >= 0 && needs[mask_at] &&
             p->mask_kind == SDPA_MASK_ADDITIVE)
             ad_out(&g, &in_cts[mask_at],
@@ -160,8 +157,8 @@ em_status em__vjp_sdpa(em_array *node, em_array *ct, const bool *needs,
             /* -sum over (b, i) of exp(sink - m) / den * delta */
             em_array *t = ad_mul(&g, ad_div(&g, esink, den), delta);
             const int axes[3] = {0, 2, 3};
-            em_array *dsink = ad_un(&g, EM_UNARY_negate,
-                                    ad_sum_axes(&g, t, axes, 3, false));
+            em_array *dsink =
+                ad_un(&g, EM_UNARY_negate, ad_sum_axes(&g, t, axes, 3, false));
             ad_out(&g, &in_cts[sinks_at], ad_as_type(&g, dsink, dt));
         }
     }

@@ -26,11 +26,11 @@
 
 #include <stdlib.h>
 
-#define SDPA_LANES 16     /* keys / output columns per register block */
-#define SDPA_TK 64        /* keys per tile */
-#define SDPA_RB 32        /* query rows per prefill task */
-#define SDPA_DECODE_LQ 4  /* at most this many queries: decode schedule */
-#define SDPA_MIN_CHUNK 256 /* keys per decode chunk, at least */
+#define SDPA_LANES 16        /* keys / output columns per register block */
+#define SDPA_TK 64           /* keys per tile */
+#define SDPA_RB 32           /* query rows per prefill task */
+#define SDPA_DECODE_LQ 4     /* at most this many queries: decode schedule */
+#define SDPA_MIN_CHUNK 256   /* keys per decode chunk, at least */
 #define SDPA_ROWS_IN_PLACE 8 /* rows up to which K is read in place */
 
 /* exp(x) for the softmax weights, x <= 0 or -inf (never above 0 there):
@@ -85,8 +85,8 @@ static bool sdpa_scratch_new(sdpa_job *jb, size_t csize, int64_t rows,
                              sdpa_scratch *sc) {
     const int64_t r4 = (rows + 3) & ~(int64_t)3;
     const int64_t D = jb->D > 0 ? jb->D : 1, Dv = jb->Dv > 0 ? jb->Dv : 1;
-    const int64_t counts[8] = {r4 * D,  D * SDPA_TK, SDPA_TK * Dv,
-                               r4 * SDPA_TK, r4 * Dv, r4, r4, SDPA_TK};
+    const int64_t counts[8] = {r4 * D,  D * SDPA_TK, SDPA_TK * Dv, r4 * SDPA_TK,
+                               r4 * Dv, r4,          r4,           SDPA_TK};
     size_t off[8], total = 0;
     for (int i = 0; i < 8; i++) {
         off[i] = total;
@@ -234,8 +234,8 @@ static em_status sdpa_eval(em_array *node) {
                             "sdpa: out of memory for the decode partials "
                             "(%zu bytes)",
                             bytes);
-        em__parallel_units(BH * jb.nchunks, R * jb.chunk * per_key,
-                           kn->decode, &jb);
+        em__parallel_units(BH * jb.nchunks, R * jb.chunk * per_key, kn->decode,
+                           &jb);
         if (!atomic_load(&jb.oom))
             em__parallel_units(BH, R * jb.nchunks * jb.Dv, kn->combine, &jb);
         free(jb.partial);
@@ -295,7 +295,8 @@ em_status em_sdpa(em_array *q, em_array *k, em_array *v,
                         em__describe(v, &dv));
     sdpa_params p;
     memset(&p, 0, sizeof p);
-    p.scale = opts->scale != 0 ? opts->scale : (D > 0 ? 1 / sqrt((double)D) : 1);
+    p.scale =
+        opts->scale != 0 ? opts->scale : (D > 0 ? 1 / sqrt((double)D) : 1);
     if (!isfinite(p.scale))
         return em__fail(EM_ERR_ARGUMENT, "sdpa: scale %g must be finite",
                         opts->scale);
@@ -318,8 +319,7 @@ em_status em_sdpa(em_array *q, em_array *k, em_array *v,
                             em__describe(m, &dm), (long long)B, (long long)H,
                             (long long)Lq, (long long)Lk, em__describe(q, &dq),
                             em__describe(k, &dk));
-        p.mask_kind =
-            m->dtype == EM_PRED ? SDPA_MASK_BOOL : SDPA_MASK_ADDITIVE;
+        p.mask_kind = m->dtype == EM_PRED ? SDPA_MASK_BOOL : SDPA_MASK_ADDITIVE;
         inputs[n++] = m;
     }
     if (opts->sinks) {

@@ -51,7 +51,8 @@ EM_CLONES static void SN(sdpa_load)(SDPA_C *restrict dst, int64_t d_rs,
 /* SDPA_LANES compute values as one GCC vector: the register blocks of the
  * two loops below stay in registers (one zmm, two ymm or four xmm per
  * block, whichever clone runs). */
-typedef SDPA_C SN(sdpa_vec) __attribute__((vector_size(SDPA_LANES * sizeof(SDPA_C))));
+typedef SDPA_C SN(sdpa_vec)
+    __attribute__((vector_size(SDPA_LANES * sizeof(SDPA_C))));
 
 /* Sc[r][j] = Q[r] . KT[:, j] for r < nr4 (a multiple of 4), j < tkp (a
  * multiple of SDPA_LANES). */
@@ -60,8 +61,7 @@ EM_CLONES static void SN(sdpa_scores)(const SDPA_C *restrict Q, int64_t D,
                                       SDPA_C *restrict Sc, int64_t nr4) {
     typedef SN(sdpa_vec) vec;
     for (int64_t r = 0; r < nr4; r += 4) {
-        const SDPA_C *q0 = Q + r * D, *q1 = q0 + D, *q2 = q1 + D,
-                     *q3 = q2 + D;
+        const SDPA_C *q0 = Q + r * D, *q1 = q0 + D, *q2 = q1 + D, *q3 = q2 + D;
         for (int64_t jb = 0; jb < tkp; jb += SDPA_LANES) {
             vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
             for (int64_t d = 0; d < D; d++) {
@@ -93,8 +93,7 @@ EM_CLONES static void SN(sdpa_scores_rows)(const SDPA_C *restrict Q, int64_t D,
     typedef SN(sdpa_vec) vec;
     const int64_t Dl = D & ~(int64_t)(SDPA_LANES - 1);
     for (int64_t r = 0; r < nr4; r += 4) {
-        const SDPA_C *q0 = Q + r * D, *q1 = q0 + D, *q2 = q1 + D,
-                     *q3 = q2 + D;
+        const SDPA_C *q0 = Q + r * D, *q1 = q0 + D, *q2 = q1 + D, *q3 = q2 + D;
         for (int64_t j = 0; j < tk; j++) {
             const SDPA_S *k = K + j * ldk;
             vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
@@ -182,17 +181,15 @@ EM_CLONES static void SN(sdpa_softmax_row)(SDPA_C *restrict s, int64_t tk,
 
 /* acc[r][e] += sum_{j < tk} P[r][j] * V[j][e] for r < nr4 (a multiple of
  * 4); V rows ldv apart. */
-EM_CLONES static void SN(sdpa_accumulate)(const SDPA_C *restrict P,
-                                          int64_t tkp, int64_t tk,
-                                          const SDPA_C *restrict V,
+EM_CLONES static void SN(sdpa_accumulate)(const SDPA_C *restrict P, int64_t tkp,
+                                          int64_t tk, const SDPA_C *restrict V,
                                           int64_t ldv, int64_t Dv,
                                           SDPA_C *restrict acc, int64_t nr4) {
     typedef SN(sdpa_vec) vec;
     for (int64_t r = 0; r < nr4; r += 4) {
         const SDPA_C *p0 = P + r * tkp, *p1 = p0 + tkp, *p2 = p1 + tkp,
                      *p3 = p2 + tkp;
-        SDPA_C *c0 = acc + r * Dv, *c1 = c0 + Dv, *c2 = c1 + Dv,
-               *c3 = c2 + Dv;
+        SDPA_C *c0 = acc + r * Dv, *c1 = c0 + Dv, *c2 = c1 + Dv, *c3 = c2 + Dv;
         int64_t eb = 0;
         for (; eb + SDPA_LANES <= Dv; eb += SDPA_LANES) {
             vec a0, a1, a2, a3;
@@ -266,9 +263,8 @@ static void SN(sdpa_attend)(const sdpa_job *jb, sdpa_scratch *sc, int64_t b,
         /* 2. scores */
         if (k_rows)
             SN(sdpa_scores_rows)
-            (Q, D, kb + j0 * jb->ks[2], jb->ks[2], tk, Sc, tkp, nr4);
-        else
-            SN(sdpa_scores)(Q, D, KT, tkp, Sc, nr4);
+        (Q, D, kb + j0 * jb->ks[2], jb->ks[2], tk, Sc, tkp, nr4);
+        else SN(sdpa_scores)(Q, D, KT, tkp, Sc, nr4);
         /* 3. mask, causal limit, online softmax */
         for (int64_t r = 0; r < nr4; r++) {
             SDPA_C *s = Sc + r * tkp;
@@ -287,9 +283,9 @@ static void SN(sdpa_attend)(const sdpa_job *jb, sdpa_scratch *sc, int64_t b,
                             s[j] = -INFINITY;
                 } else {
                     SN(sdpa_load)
-                    (mrow, 0, 1, (const SDPA_S *)jb->mask + moff +
-                                         j0 * jb->ms[3],
-                     0, jb->ms[3], 1, tk);
+                    (mrow, 0, 1,
+                     (const SDPA_S *)jb->mask + moff + j0 * jb->ms[3], 0,
+                     jb->ms[3], 1, tk);
                     for (int64_t j = 0; j < tk; j++)
                         s[j] += mrow[j];
                 }
@@ -339,8 +335,7 @@ static void SN(sdpa_begin)(const sdpa_job *jb, sdpa_scratch *sc, int64_t b,
 static void SN(sdpa_store_row)(const sdpa_job *jb, int64_t b, int64_t h,
                                int64_t i, SDPA_C m, SDPA_C l,
                                const SDPA_C *acc) {
-    SDPA_S *dst =
-        (SDPA_S *)jb->out + ((b * jb->H + h) * jb->Lq + i) * jb->Dv;
+    SDPA_S *dst = (SDPA_S *)jb->out + ((b * jb->H + h) * jb->Lq + i) * jb->Dv;
     SDPA_C factor = 0;
     if (m != -INFINITY) {
         if (jb->sinks) {
@@ -383,9 +378,8 @@ static void SN(sdpa_prefill)(void *ctx, int64_t begin, int64_t end) {
         for (int64_t r = 0; r < nr; r++) {
             const int64_t row = r0 + r;
             SN(sdpa_store_row)
-            (jb, b, kvh * jb->G + row % jb->G, row / jb->G,
-             ((SDPA_C *)sc.m)[r], ((SDPA_C *)sc.l)[r],
-             (SDPA_C *)sc.acc + r * jb->Dv);
+            (jb, b, kvh * jb->G + row % jb->G, row / jb->G, ((SDPA_C *)sc.m)[r],
+             ((SDPA_C *)sc.l)[r], (SDPA_C *)sc.acc + r * jb->Dv);
         }
     }
     free(sc.base);
@@ -435,7 +429,8 @@ static void SN(sdpa_combine)(void *ctx, int64_t begin, int64_t end) {
     }
     for (int64_t bh = begin; bh < end; bh++) {
         const int64_t b = bh / jb->Hkv, kvh = bh % jb->Hkv;
-        const SDPA_C *part = (const SDPA_C *)jb->partial + bh * nc * R * (Dv + 2);
+        const SDPA_C *part =
+            (const SDPA_C *)jb->partial + bh * nc * R * (Dv + 2);
         for (int64_t r = 0; r < R; r++) {
             SDPA_C M = -INFINITY, L = 0;
             for (int64_t c = 0; c < nc; c++) {
@@ -461,8 +456,8 @@ static void SN(sdpa_combine)(void *ctx, int64_t begin, int64_t end) {
     free(acc);
 }
 
-static const sdpa_kernel SN(sdpa_kernel) = {
-    SN(sdpa_prefill), SN(sdpa_decode), SN(sdpa_combine), sizeof(SDPA_C)};
+static const sdpa_kernel SN(sdpa_kernel) = {SN(sdpa_prefill), SN(sdpa_decode),
+                                            SN(sdpa_combine), sizeof(SDPA_C)};
 
 #undef SN
 #undef SDPA_CAT
