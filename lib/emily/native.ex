@@ -607,6 +607,17 @@ defmodule Emily.Native do
 
   # ---- scaled dot-product attention (nif_attention.c) ----
 
+  @doc """
+  Fused attention `softmax(scale * q k^T + mask) v`: q `{b, h, lq, d}`, k
+  `{b, hkv, lk, d}`, v `{b, hkv, lk, dv}` of one float type (h a multiple of
+  hkv; query head i reads KV head `div(i, h / hkv)`). `scale` a float (0.0:
+  `1/sqrt(d)`), `causal` a boolean (aligned to the end of the keys), `mask`
+  nil, a pred tensor (false = masked) or one of q's type added to the
+  scaled scores, broadcastable to `{b, h, lq, lk}`; `sinks` nil or `{h}` of
+  q's type. Fully masked rows give 0.
+  """
+  def sdpa(_q, _k, _v, _scale, _causal, _mask, _sinks), do: nif_error()
+
   # ---- affine quantization (nif_quant.c) ----
 
   @doc "MLX affine quantization of `w` along its last axis: `{wq, scales, biases}`."

@@ -296,6 +296,23 @@ typedef struct em_cuda_im2col {
     const void *in;
     void *col;
 } em_cuda_im2col;
+/* Scaled dot-product attention (ops/attention.c's semantics, see
+ * include/emily_attention.h): q (B, H, Lq, D), k (B, Hkv, Lk, D), v (B, Hkv,
+ * Lk, Dv), out (B, H, Lq, Dv) row-major; strides in elements (the mask's
+ * broadcast to (B, H, Lq, Lk): 0 on broadcast axes). dtype f16, bf16, f32
+ * or f64 (f32 compute for the halves); an additive mask has that dtype, a
+ * boolean one is pred (mask_kind 1 / 2, 0: none); sinks (H) that dtype or
+ * NULL. nsplit > 1 splits the keys into that many chunks (decode) whose
+ * partial results the plugin combines (its own stream-ordered scratch). */
+typedef struct em_cuda_sdpa {
+    int dtype, causal, mask_kind;
+    int64_t B, H, Hkv, Lq, Lk, D, Dv, nsplit;
+    double scale;
+    const void *q, *k, *v, *mask, *sinks;
+    int64_t q_st[4], k_st[4], v_st[4], mask_st[4], sinks_st;
+    void *out;
+} em_cuda_sdpa;
+
 /* A fused kernel (src/engine/gpu/gpu_fusion.c generates it, fusion.cu compiles
  * it with NVRTC, cached by source text). `source` defines
  * `extern "C" __global__ void emily_fused(emc::FzParams)` (fusion_rt.cuh)
@@ -449,6 +466,7 @@ typedef struct em_cuda_api {
     int (*fast_rope)(int dev, const em_cuda_fast_rope *job);
 
     /* scaled dot-product attention (attention.cu) */
+    int (*sdpa)(int dev, const em_cuda_sdpa *job);
 
     /* affine quantization (quant.cu) */
     int (*affine)(int dev, const em_cuda_affine *job);

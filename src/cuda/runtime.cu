@@ -459,6 +459,15 @@ static int stream_pending(int dev, void *stream, int *pending) {
     return cuda_fail(e, "cudaStreamQuery");
 }
 
+// ---- scaled dot-product attention (attention.cu) --------------------------
+
+int launch_sdpa(Device *d, const em_cuda_sdpa *job);
+
+static int sdpa(int dev, const em_cuda_sdpa *job) {
+    EMC_DEVICE(d, dev);
+    return launch_sdpa(d, job);
+}
+
 static int fused(int dev, const em_cuda_fused *job) {
     EMC_DEVICE(d, dev);
     return launch_fused(dev, d, job);
@@ -510,6 +519,7 @@ static const em_cuda_api api = {
     fast_rope,
 
     // scaled dot-product attention (attention.cu)
+    sdpa,
 
     // affine quantization (quant.cu)
     affine,

@@ -264,7 +264,7 @@ void nif_leave(void);
     F(fast_rope, 7)
 
 /* nif_attention.c: scaled dot-product attention. */
-#define NIF_ATTENTION_FUNCS(F)
+#define NIF_ATTENTION_FUNCS(F) F(sdpa, 7)
 
 /* nif_quant.c: affine quantization. */
 #define NIF_QUANT_FUNCS(F)                                                     \

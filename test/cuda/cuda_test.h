@@ -101,5 +101,6 @@ void test_fusion(void); /* fused programs vs unfused, on the GPU */
 void test_fast(void);   /* test_fast.c: Emily.Fast norms, softmax, RoPE */
 void test_quant(void);  /* test_quant.c: affine quantization */
 void test_ggml(void);   /* test_ggml.c: ggml block formats */
+void test_attention(void); /* test_attention.c: em_sdpa */
 
 #endif

@@ -1004,6 +1004,7 @@ int main(void) {
     test_fast();
     test_quant();
     test_fusion();
+    test_attention();
     test_threads();
     test_while();
     test_in_range();

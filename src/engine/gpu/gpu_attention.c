@@ -1,0 +1,72 @@
+/*
+ * gpu_attention.c — em_sdpa on the GPU: fills the plugin's job (operands
+ * read in place through their strides, the mask's broadcast as zero
+ * strides) and picks the schedule: a few queries over many keys split the
+ * keys into chunks (flash-decoding; the plugin combines them), anything
+ * else runs the tiled kernel over query blocks.
+ */
+#include "../cuda/emily_cuda.h"
+#include "internal.h"
+#include "ops/attention_params.h"
+
+/* Blocks below which the decode schedule splits the keys further. */
+#define SDPA_GPU_BLOCKS 512
+#define SDPA_GPU_MIN_CHUNK 256
+
+em_status em__gpu_sdpa_eval(em_array *node) {
+    const em_cuda_api *api;
+    int ord;
+    em_status st = em__gpu_prepare(node, &api, &ord);
+    if (st != EM_OK || node->size == 0)
+        return st;
+    const sdpa_params *p = node->params;
+    const em_array *q = node->inputs[0], *k = node->inputs[1],
+                   *v = node->inputs[2];
+    em_cuda_sdpa job;
+    memset(&job, 0, sizeof job);
+    job.dtype = node->dtype;
+    job.causal = p->causal;
+    job.mask_kind = p->mask_kind;
+    job.scale = p->scale;
+    job.B = q->shape[0];
+    job.H = q->shape[1];
+    job.Lq = q->shape[2];
+    job.D = q->shape[3];
+    job.Hkv = k->shape[1];
+    job.Lk = k->shape[2];
+    job.Dv = v->shape[3];
+    job.q = em__data(q);
+    job.k = em__data(k);
+    job.v = em__data(v);
+    job.out = em__data(node);
+    for (int i = 0; i < 4; i++) {
+        job.q_st[i] = q->strides[i];
+        job.k_st[i] = k->strides[i];
+        job.v_st[i] = v->strides[i];
+    }
+    int next = 3;
+    if (p->mask_kind != SDPA_MASK_NONE) {
+        const em_array *m = node->inputs[next++];
+        job.mask = em__data(m);
+        for (int i = 0; i < 4; i++) {
+            int mi = m->ndim - 4 + i;
+            job.mask_st[i] = mi >= 0 && m->shape[mi] != 1 ? m->strides[mi] : 0;
+        }
+    }
+    if (p->has_sinks) {
+        const em_array *s = node->inputs[next++];
+        job.sinks = em__data(s);
+        job.sinks_st = s->strides[0];
+    }
+    job.nsplit = 1;
+    if (job.Lq <= 16 && job.Lk >= 2 * SDPA_GPU_MIN_CHUNK) {
+        const int64_t blocks = job.B * job.H; /* one query block each */
+        int64_t want = (SDPA_GPU_BLOCKS + blocks - 1) / blocks;
+        int64_t most = job.Lk / SDPA_GPU_MIN_CHUNK;
+        job.nsplit = want < most ? want : most;
+        if (job.nsplit < 1)
+            job.nsplit = 1;
+    }
+    int rc = api->sdpa(ord, &job);
+    return rc ? em__gpu_fail(api, rc, "sdpa") : EM_OK;
+}

@@ -1,0 +1,470 @@
+/*
+ * attention_kernel.h — the CPU attention kernel, written once and
+ * instantiated by ops/attention.c for each dtype: it is included once per
+ * dtype with
+ *   SDPA_SFX    name suffix (f32, ...)
+ *   SDPA_S      storage type, SDPA_C compute type (float, or double for f64)
+ *   SDPA_LOAD   storage -> compute, SDPA_STORE compute -> storage
+ *   SDPA_DIRECT 1 when storage == compute (V tiles are then read in place)
+ * and undefines them at the end. The shared definitions (sdpa_job, the
+ * tile sizes, the scratch layout, sdpa_exp) are in attention.c.
+ *
+ * One task owns `nr` query rows of one (batch b, KV head kvh): row r is
+ * query position i = r / G of query head kvh * G + r % G, so that the
+ * heads sharing a KV head read each K/V tile once. For each tile of TK
+ * keys it
+ *   1. loads the tile of K transposed into KT[d][j] (compute type, padded
+ *      to a multiple of SDPA_LANES keys with zeros) and V as rows (in place
+ *      when SDPA_DIRECT and V's last axis is contiguous);
+ *   2. computes the scores of four rows at a time against SDPA_LANES keys
+ *      held in registers (q was scaled when it was loaded); with at most
+ *      SDPA_ROWS_IN_PLACE rows (decoding) K is read in place instead, a
+ *      key at a time, and the transposed copy is skipped;
+ *   3. applies the mask and the causal limit, updates each row's running
+ *      max m and denominator l and rescales its accumulator (online
+ *      softmax), turning the scores into weights;
+ *   4. accumulates weights x V into the rows' accumulators, four rows and
+ *      SDPA_LANES output columns at a time.
+ */
+#define SDPA_CAT2(a, b) a##_##b
+#define SDPA_CAT(a, b) SDPA_CAT2(a, b)
+#define SN(name) SDPA_CAT(name, SDPA_SFX)
+
+/* dst[r * d_rs + c * d_cs] = LOAD(src[r * rs + c * cs]). */
+EM_CLONES static void SN(sdpa_load)(SDPA_C *restrict dst, int64_t d_rs,
+                                    int64_t d_cs, const SDPA_S *restrict src,
+                                    int64_t rs, int64_t cs, int64_t rows,
+                                    int64_t cols) {
+    for (int64_t r = 0; r < rows; r++) {
+        SDPA_C *d = dst + r * d_rs;
+        const SDPA_S *s = src + r * rs;
+        if (cs == 1 && d_cs == 1) {
+            for (int64_t c = 0; c < cols; c++)
+                d[c] = SDPA_LOAD(s[c]);
+        } else {
+            for (int64_t c = 0; c < cols; c++)
+                d[c * d_cs] = SDPA_LOAD(s[c * cs]);
+        }
+    }
+}
+
+/* SDPA_LANES compute values as one GCC vector: the register blocks of the
+ * two loops below stay in registers (one zmm, two ymm or four xmm per
+ * block, whichever clone runs). */
+typedef SDPA_C SN(sdpa_vec)
+    __attribute__((vector_size(SDPA_LANES * sizeof(SDPA_C))));
+
+/* Sc[r][j] = Q[r] . KT[:, j] for r < nr4 (a multiple of 4), j < tkp (a
+ * multiple of SDPA_LANES). */
+EM_CLONES static void SN(sdpa_scores)(const SDPA_C *restrict Q, int64_t D,
+                                      const SDPA_C *restrict KT, int64_t tkp,
+                                      SDPA_C *restrict Sc, int64_t nr4) {
+    typedef SN(sdpa_vec) vec;
+    for (int64_t r = 0; r < nr4; r += 4) {
+        const SDPA_C *q0 = Q + r * D, *q1 = q0 + D, *q2 = q1 + D, *q3 = q2 + D;
+        for (int64_t jb = 0; jb < tkp; jb += SDPA_LANES) {
+            vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+            for (int64_t d = 0; d < D; d++) {
+                vec kt;
+                memcpy(&kt, KT + d * tkp + jb, sizeof kt);
+                a0 += q0[d] * kt;
+                a1 += q1[d] * kt;
+                a2 += q2[d] * kt;
+                a3 += q3[d] * kt;
+            }
+            SDPA_C *s = Sc + r * tkp + jb;
+            memcpy(s, &a0, sizeof a0);
+            memcpy(s + tkp, &a1, sizeof a1);
+            memcpy(s + 2 * tkp, &a2, sizeof a2);
+            memcpy(s + 3 * tkp, &a3, sizeof a3);
+        }
+    }
+}
+
+/* The same scores with K's rows read in place (ldk apart, last axis
+ * contiguous) and converted on the fly, a key at a time with horizontal
+ * sums: for the few rows of a decoding step a transposed copy of the tile
+ * would cost more than the dot products it feeds. */
+EM_CLONES static void SN(sdpa_scores_rows)(const SDPA_C *restrict Q, int64_t D,
+                                           const SDPA_S *restrict K,
+                                           int64_t ldk, int64_t tk,
+                                           SDPA_C *restrict Sc, int64_t tkp,
+                                           int64_t nr4) {
+    typedef SN(sdpa_vec) vec;
+    const int64_t Dl = D & ~(int64_t)(SDPA_LANES - 1);
+    for (int64_t r = 0; r < nr4; r += 4) {
+        const SDPA_C *q0 = Q + r * D, *q1 = q0 + D, *q2 = q1 + D, *q3 = q2 + D;
+        for (int64_t j = 0; j < tk; j++) {
+            const SDPA_S *k = K + j * ldk;
+            vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+            for (int64_t d = 0; d < Dl; d += SDPA_LANES) {
+                SDPA_C kc[SDPA_LANES];
+                for (int l = 0; l < SDPA_LANES; l++)
+                    kc[l] = SDPA_LOAD(k[d + l]);
+                vec kv, x0, x1, x2, x3;
+                memcpy(&kv, kc, sizeof kv);
+                memcpy(&x0, q0 + d, sizeof x0);
+                memcpy(&x1, q1 + d, sizeof x1);
+                memcpy(&x2, q2 + d, sizeof x2);
+                memcpy(&x3, q3 + d, sizeof x3);
+                a0 += x0 * kv;
+                a1 += x1 * kv;
+                a2 += x2 * kv;
+                a3 += x3 * kv;
+            }
+            SDPA_C s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (int l = 0; l < SDPA_LANES; l++) {
+                s0 += a0[l];
+                s1 += a1[l];
+                s2 += a2[l];
+                s3 += a3[l];
+            }
+            for (int64_t d = Dl; d < D; d++) {
+                const SDPA_C kd = SDPA_LOAD(k[d]);
+                s0 += q0[d] * kd;
+                s1 += q1[d] * kd;
+                s2 += q2[d] * kd;
+                s3 += q3[d] * kd;
+            }
+            Sc[r * tkp + j] = s0;
+            Sc[(r + 1) * tkp + j] = s1;
+            Sc[(r + 2) * tkp + j] = s2;
+            Sc[(r + 3) * tkp + j] = s3;
+        }
+    }
+}
+
+/* One row's online-softmax step over its tk scores s (masked ones -inf):
+ * s becomes the weights exp(s - m'), m and l are updated, acc rescaled.
+ * Columns tk..tkp of s are zeroed so that the accumulation can run over
+ * whole lanes. */
+EM_CLONES static void SN(sdpa_softmax_row)(SDPA_C *restrict s, int64_t tk,
+                                           int64_t tkp, SDPA_C *m, SDPA_C *l,
+                                           SDPA_C *restrict acc, int64_t Dv) {
+    SDPA_C lanes[SDPA_LANES];
+    for (int i = 0; i < SDPA_LANES; i++)
+        lanes[i] = -INFINITY;
+    int64_t j = 0;
+    for (; j + SDPA_LANES <= tk; j += SDPA_LANES)
+        for (int i = 0; i < SDPA_LANES; i++)
+            lanes[i] = s[j + i] > lanes[i] ? s[j + i] : lanes[i];
+    SDPA_C tmax = -INFINITY;
+    for (int i = 0; i < SDPA_LANES; i++)
+        tmax = lanes[i] > tmax ? lanes[i] : tmax;
+    for (; j < tk; j++)
+        tmax = s[j] > tmax ? s[j] : tmax;
+    const SDPA_C mold = *m, mnew = tmax > mold ? tmax : mold;
+    if (mnew == -INFINITY) { /* nothing unmasked so far */
+        for (j = 0; j < tkp; j++)
+            s[j] = 0;
+        return;
+    }
+    for (j = 0; j < tk; j++)
+        s[j] = sdpa_exp(s[j] - mnew);
+    for (; j < tkp; j++)
+        s[j] = 0;
+    for (int i = 0; i < SDPA_LANES; i++)
+        lanes[i] = 0;
+    for (j = 0; j < tkp; j += SDPA_LANES)
+        for (int i = 0; i < SDPA_LANES; i++)
+            lanes[i] += s[j + i];
+    SDPA_C sum = 0;
+    for (int i = 0; i < SDPA_LANES; i++)
+        sum += lanes[i];
+    const SDPA_C corr = sdpa_exp(mold - mnew); /* 0 when mold is -inf */
+    *l = *l * corr + sum;
+    *m = mnew;
+    if (corr != 1)
+        for (int64_t e = 0; e < Dv; e++)
+            acc[e] *= corr;
+}
+
+/* acc[r][e] += sum_{j < tk} P[r][j] * V[j][e] for r < nr4 (a multiple of
+ * 4); V rows ldv apart. */
+EM_CLONES static void SN(sdpa_accumulate)(const SDPA_C *restrict P, int64_t tkp,
+                                          int64_t tk, const SDPA_C *restrict V,
+                                          int64_t ldv, int64_t Dv,
+                                          SDPA_C *restrict acc, int64_t nr4) {
+    typedef SN(sdpa_vec) vec;
+    for (int64_t r = 0; r < nr4; r += 4) {
+        const SDPA_C *p0 = P + r * tkp, *p1 = p0 + tkp, *p2 = p1 + tkp,
+                     *p3 = p2 + tkp;
+        SDPA_C *c0 = acc + r * Dv, *c1 = c0 + Dv, *c2 = c1 + Dv, *c3 = c2 + Dv;
+        int64_t eb = 0;
+        for (; eb + SDPA_LANES <= Dv; eb += SDPA_LANES) {
+            vec a0, a1, a2, a3;
+            memcpy(&a0, c0 + eb, sizeof a0);
+            memcpy(&a1, c1 + eb, sizeof a1);
+            memcpy(&a2, c2 + eb, sizeof a2);
+            memcpy(&a3, c3 + eb, sizeof a3);
+            for (int64_t j = 0; j < tk; j++) {
+                vec vj;
+                memcpy(&vj, V + j * ldv + eb, sizeof vj);
+                a0 += p0[j] * vj;
+                a1 += p1[j] * vj;
+                a2 += p2[j] * vj;
+                a3 += p3[j] * vj;
+            }
+            memcpy(c0 + eb, &a0, sizeof a0);
+            memcpy(c1 + eb, &a1, sizeof a1);
+            memcpy(c2 + eb, &a2, sizeof a2);
+            memcpy(c3 + eb, &a3, sizeof a3);
+        }
+        for (int64_t j = 0; eb < Dv && j < tk; j++) {
+            const SDPA_C *vj = V + j * ldv;
+            for (int64_t e = eb; e < Dv; e++) {
+                c0[e] += p0[j] * vj[e];
+                c1[e] += p1[j] * vj[e];
+                c2[e] += p2[j] * vj[e];
+                c3[e] += p3[j] * vj[e];
+            }
+        }
+    }
+}
+
+/* Rows [r0, r0 + nr) of (b, kvh) over keys [j_begin, j_end): the rows'
+ * m, l and acc (nr rounded up to 4 rows, set up by the caller) are
+ * updated. The scratch's Q block holds the rows' scaled queries. */
+static void SN(sdpa_attend)(const sdpa_job *jb, sdpa_scratch *sc, int64_t b,
+                            int64_t kvh, int64_t r0, int64_t nr,
+                            int64_t j_begin, int64_t j_end) {
+    const int64_t D = jb->D, Dv = jb->Dv, G = jb->G;
+    const int64_t nr4 = (nr + 3) & ~(int64_t)3;
+    const SDPA_S *kb = (const SDPA_S *)jb->k + b * jb->ks[0] + kvh * jb->ks[1];
+    const SDPA_S *vb = (const SDPA_S *)jb->v + b * jb->vs[0] + kvh * jb->vs[1];
+    const bool v_in_place = SDPA_DIRECT && jb->vs[3] == 1;
+    const bool k_rows = nr4 <= SDPA_ROWS_IN_PLACE && jb->ks[3] == 1;
+    SDPA_C *KT = sc->kt, *Sc = sc->s, *Vt = sc->v, *mrow = sc->mrow;
+    SDPA_C *m = sc->m, *l = sc->l, *acc = sc->acc;
+    const SDPA_C *Q = sc->q;
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += SDPA_TK) {
+        const int64_t tk = j_end - j0 < SDPA_TK ? j_end - j0 : SDPA_TK;
+        const int64_t tkp = (tk + SDPA_LANES - 1) & ~(int64_t)(SDPA_LANES - 1);
+        /* 1. the tiles (K transposed only when enough rows share it) */
+        if (!k_rows) {
+            SN(sdpa_load)
+            (KT, 1, tkp, kb + j0 * jb->ks[2], jb->ks[2], jb->ks[3], tk, D);
+            if (tkp > tk)
+                for (int64_t d = 0; d < D; d++)
+                    memset(KT + d * tkp + tk, 0,
+                           (size_t)(tkp - tk) * sizeof(SDPA_C));
+        }
+        const SDPA_C *V;
+        int64_t ldv;
+        if (v_in_place) {
+            V = (const SDPA_C *)(const void *)(vb + j0 * jb->vs[2]);
+            ldv = jb->vs[2];
+        } else {
+            SN(sdpa_load)
+            (Vt, Dv, 1, vb + j0 * jb->vs[2], jb->vs[2], jb->vs[3], tk, Dv);
+            V = Vt;
+            ldv = Dv;
+        }
+        /* 2. scores */
+        if (k_rows)
+            SN(sdpa_scores_rows)
+        (Q, D, kb + j0 * jb->ks[2], jb->ks[2], tk, Sc, tkp, nr4);
+        else SN(sdpa_scores)(Q, D, KT, tkp, Sc, nr4);
+        /* 3. mask, causal limit, online softmax */
+        for (int64_t r = 0; r < nr4; r++) {
+            SDPA_C *s = Sc + r * tkp;
+            if (r >= nr) { /* padding rows: no weight */
+                memset(s, 0, (size_t)tkp * sizeof(SDPA_C));
+                continue;
+            }
+            const int64_t row = r0 + r, i = row / G, h = kvh * G + row % G;
+            if (jb->mask) {
+                const int64_t moff =
+                    b * jb->ms[0] + h * jb->ms[1] + i * jb->ms[2];
+                if (jb->mask_kind == SDPA_MASK_BOOL) {
+                    const uint8_t *mk = (const uint8_t *)jb->mask + moff;
+                    for (int64_t j = 0; j < tk; j++)
+                        if (!mk[(j0 + j) * jb->ms[3]])
+                            s[j] = -INFINITY;
+                } else {
+                    SN(sdpa_load)
+                    (mrow, 0, 1,
+                     (const SDPA_S *)jb->mask + moff + j0 * jb->ms[3], 0,
+                     jb->ms[3], 1, tk);
+                    for (int64_t j = 0; j < tk; j++)
+                        s[j] += mrow[j];
+                }
+            }
+            if (jb->causal) {
+                const int64_t limit = i + jb->Lk - jb->Lq; /* last key */
+                int64_t first = limit + 1 - j0;
+                for (int64_t j = first < 0 ? 0 : first; j < tk; j++)
+                    s[j] = -INFINITY;
+            }
+            SN(sdpa_softmax_row)
+            (s, tk, tkp, &m[r], &l[r], acc + r * Dv, Dv);
+        }
+        /* 4. weights x V */
+        SN(sdpa_accumulate)(Sc, tkp, tk, V, ldv, Dv, acc, nr4);
+    }
+}
+
+/* Load rows [r0, r0 + nr) of (b, kvh)'s queries, scaled, into the Q
+ * block (rows up to a multiple of 4 zeroed) and reset m, l and acc. */
+static void SN(sdpa_begin)(const sdpa_job *jb, sdpa_scratch *sc, int64_t b,
+                           int64_t kvh, int64_t r0, int64_t nr) {
+    const int64_t D = jb->D, Dv = jb->Dv, G = jb->G;
+    const int64_t nr4 = (nr + 3) & ~(int64_t)3;
+    SDPA_C *Q = sc->q, *m = sc->m, *l = sc->l, *acc = sc->acc;
+    for (int64_t r = 0; r < nr4; r++) {
+        SDPA_C *dst = Q + r * D;
+        m[r] = -INFINITY;
+        l[r] = 0;
+        memset(acc + r * Dv, 0, (size_t)Dv * sizeof(SDPA_C));
+        if (r >= nr) {
+            memset(dst, 0, (size_t)D * sizeof(SDPA_C));
+            continue;
+        }
+        const int64_t row = r0 + r, i = row / G, h = kvh * G + row % G;
+        const SDPA_S *src = (const SDPA_S *)jb->q + b * jb->qs[0] +
+                            h * jb->qs[1] + i * jb->qs[2];
+        SN(sdpa_load)(dst, 0, 1, src, 0, jb->qs[3], 1, D);
+        const SDPA_C scale = (SDPA_C)jb->scale;
+        for (int64_t d = 0; d < D; d++)
+            dst[d] *= scale;
+    }
+}
+
+/* The output row of head h, query i from its final m, l and acc
+ * (attention.c's sdpa_finish_row for the sinks and fully masked rows). */
+static void SN(sdpa_store_row)(const sdpa_job *jb, int64_t b, int64_t h,
+                               int64_t i, SDPA_C m, SDPA_C l,
+                               const SDPA_C *acc) {
+    SDPA_S *dst = (SDPA_S *)jb->out + ((b * jb->H + h) * jb->Lq + i) * jb->Dv;
+    SDPA_C factor = 0;
+    if (m != -INFINITY) {
+        if (jb->sinks) {
+            SDPA_C sink;
+            SN(sdpa_load)
+            (&sink, 0, 1, (const SDPA_S *)jb->sinks + h * jb->sinks_stride, 0,
+             1, 1, 1);
+            /* exp(m - M) / (l exp(m - M) + exp(sink - M)), M = max(m, sink),
+             * so that neither exponential overflows */
+            const SDPA_C M = sink > m ? sink : m;
+            const SDPA_C a = (SDPA_C)exp((double)(m - M));
+            factor = a / (l * a + (SDPA_C)exp((double)(sink - M)));
+        } else {
+            factor = 1 / l;
+        }
+    }
+    for (int64_t e = 0; e < jb->Dv; e++)
+        dst[e] = SDPA_STORE(acc[e] * factor);
+}
+
+/* Prefill units: (b, kvh, block of SDPA_RB rows). */
+static void SN(sdpa_prefill)(void *ctx, int64_t begin, int64_t end) {
+    sdpa_job *jb = ctx;
+    sdpa_scratch sc;
+    if (!sdpa_scratch_new(jb, sizeof(SDPA_C), SDPA_RB, &sc))
+        return;
+    const int64_t R = jb->G * jb->Lq, nblk = (R + SDPA_RB - 1) / SDPA_RB;
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t blk = u % nblk, bh = u / nblk;
+        const int64_t b = bh / jb->Hkv, kvh = bh % jb->Hkv;
+        const int64_t r0 = blk * SDPA_RB;
+        const int64_t nr = R - r0 < SDPA_RB ? R - r0 : SDPA_RB;
+        SN(sdpa_begin)(jb, &sc, b, kvh, r0, nr);
+        int64_t j_end = jb->Lk;
+        if (jb->causal) { /* the block's last row sees the most keys */
+            const int64_t last = (r0 + nr - 1) / jb->G + jb->Lk - jb->Lq + 1;
+            j_end = last < j_end ? (last < 0 ? 0 : last) : j_end;
+        }
+        SN(sdpa_attend)(jb, &sc, b, kvh, r0, nr, 0, j_end);
+        for (int64_t r = 0; r < nr; r++) {
+            const int64_t row = r0 + r;
+            SN(sdpa_store_row)
+            (jb, b, kvh * jb->G + row % jb->G, row / jb->G, ((SDPA_C *)sc.m)[r],
+             ((SDPA_C *)sc.l)[r], (SDPA_C *)sc.acc + r * jb->Dv);
+        }
+    }
+    free(sc.base);
+}
+
+/* Decode units: (b, kvh, key chunk c), all R rows; the partial m, l and
+ * acc of each row go to jb->partial. */
+static void SN(sdpa_decode)(void *ctx, int64_t begin, int64_t end) {
+    sdpa_job *jb = ctx;
+    const int64_t R = jb->G * jb->Lq, Dv = jb->Dv;
+    sdpa_scratch sc;
+    if (!sdpa_scratch_new(jb, sizeof(SDPA_C), R, &sc))
+        return;
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t c = u % jb->nchunks, bh = u / jb->nchunks;
+        const int64_t b = bh / jb->Hkv, kvh = bh % jb->Hkv;
+        int64_t j0 = c * jb->chunk, j1 = j0 + jb->chunk;
+        if (j1 > jb->Lk)
+            j1 = jb->Lk;
+        if (jb->causal) {
+            const int64_t last = (R - 1) / jb->G + jb->Lk - jb->Lq + 1;
+            if (j1 > last)
+                j1 = last < j0 ? j0 : last;
+        }
+        SN(sdpa_begin)(jb, &sc, b, kvh, 0, R);
+        SN(sdpa_attend)(jb, &sc, b, kvh, 0, R, j0, j1);
+        SDPA_C *part = (SDPA_C *)jb->partial + u * R * (Dv + 2);
+        for (int64_t r = 0; r < R; r++) {
+            SDPA_C *p = part + r * (Dv + 2);
+            p[0] = ((SDPA_C *)sc.m)[r];
+            p[1] = ((SDPA_C *)sc.l)[r];
+            memcpy(p + 2, (SDPA_C *)sc.acc + r * Dv,
+                   (size_t)Dv * sizeof(SDPA_C));
+        }
+    }
+    free(sc.base);
+}
+
+/* Combine units: one (b, kvh) each, all R rows over the chunks. */
+static void SN(sdpa_combine)(void *ctx, int64_t begin, int64_t end) {
+    sdpa_job *jb = ctx;
+    const int64_t R = jb->G * jb->Lq, Dv = jb->Dv, nc = jb->nchunks;
+    SDPA_C *acc = malloc((size_t)(Dv > 0 ? Dv : 1) * sizeof(SDPA_C));
+    if (!acc) {
+        atomic_store(&jb->oom, true);
+        return;
+    }
+    for (int64_t bh = begin; bh < end; bh++) {
+        const int64_t b = bh / jb->Hkv, kvh = bh % jb->Hkv;
+        const SDPA_C *part =
+            (const SDPA_C *)jb->partial + bh * nc * R * (Dv + 2);
+        for (int64_t r = 0; r < R; r++) {
+            SDPA_C M = -INFINITY, L = 0;
+            for (int64_t c = 0; c < nc; c++) {
+                const SDPA_C mc = part[(c * R + r) * (Dv + 2)];
+                M = mc > M ? mc : M;
+            }
+            memset(acc, 0, (size_t)Dv * sizeof(SDPA_C));
+            if (M != -INFINITY) {
+                for (int64_t c = 0; c < nc; c++) {
+                    const SDPA_C *p = part + (c * R + r) * (Dv + 2);
+                    if (p[0] == -INFINITY)
+                        continue;
+                    const SDPA_C w = sdpa_exp(p[0] - M);
+                    L += p[1] * w;
+                    for (int64_t e = 0; e < Dv; e++)
+                        acc[e] += p[2 + e] * w;
+                }
+            }
+            SN(sdpa_store_row)
+            (jb, b, kvh * jb->G + r % jb->G, r / jb->G, M, L, acc);
+        }
+    }
+    free(acc);
+}
+
+static const sdpa_kernel SN(sdpa_kernel) = {SN(sdpa_prefill), SN(sdpa_decode),
+                                            SN(sdpa_combine), sizeof(SDPA_C)};
+
+#undef SN
+#undef SDPA_CAT
+#undef SDPA_CAT2
+#undef SDPA_SFX
+#undef SDPA_S
+#undef SDPA_C
+#undef SDPA_LOAD
+#undef SDPA_STORE
+#undef SDPA_DIRECT
