@@ -1,7 +1,8 @@
 defmodule Emily.Fast do
   @moduledoc """
-  Fused transformer kernels — RMS norm, layer norm, softmax and rotary
-  position embeddings — callable from `defn` and eagerly.
+  Fused transformer kernels — RMS norm, layer norm, softmax, rotary
+  position embeddings and scaled dot-product attention — callable from
+  `defn` and eagerly.
 
   Each function emits an `Nx.block/4` carrying an `Emily.Fast.Block.*`
   struct. Under `Emily.Backend` and `Emily.Compiler` the block runs one
@@ -22,6 +23,23 @@ defmodule Emily.Fast do
   import Nx.Defn, only: [deftransform: 2]
 
   alias Emily.Fast.Block
+
+  @doc """
+  Fused scaled dot-product attention, `softmax(scale * q k^T) v`, with
+  grouped-query heads, `:causal`, `:sinks` and `:mask` options: see
+  `Emily.Fast.Attention.scaled_dot_product_attention/4`.
+  """
+  deftransform(scaled_dot_product_attention(q, k, v, opts \\ []),
+    do: Emily.Fast.Attention.scaled_dot_product_attention(q, k, v, opts)
+  )
+
+  @doc """
+  Fused scaled dot-product attention with an additive or boolean mask: see
+  `Emily.Fast.Attention.scaled_dot_product_attention_with_mask/5`.
+  """
+  deftransform(scaled_dot_product_attention_with_mask(q, k, v, mask, opts \\ []),
+    do: Emily.Fast.Attention.scaled_dot_product_attention_with_mask(q, k, v, mask, opts)
+  )
 
   @doc """
   RMS normalisation over the last axis:

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define EM_CUDA_API_VERSION 6
+#define EM_CUDA_API_VERSION 7
 #define EM_CUDA_MAX_NDIM 8
 #define EM_CUDA_MAX_IN 3
 
@@ -461,20 +461,17 @@ typedef struct em_cuda_api {
      * sources were compiled so far, all devices. */
     int (*fused)(int dev, const em_cuda_fused *job);
     int64_t (*fused_compiles)(void);
-    /* Emily.Fast norms, softmax and RoPE (fast.cu) */
+    /* Transformer kernels (version 7). Emily.Fast norms, softmax and RoPE
+     * (fast.cu) */
     int (*fast_rows)(int dev, const em_cuda_fast_rows *job);
     int (*fast_rope)(int dev, const em_cuda_fast_rope *job);
-
     /* scaled dot-product attention (attention.cu) */
     int (*sdpa)(int dev, const em_cuda_sdpa *job);
-
     /* affine quantization (quant.cu) */
     int (*affine)(int dev, const em_cuda_affine *job);
-
     /* ggml block formats (ggml.cu) */
     int (*ggml_dequantize)(int dev, const em_cuda_ggml *job);
     int (*ggml_matmul)(int dev, const em_cuda_ggml *job);
-
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

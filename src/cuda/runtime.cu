@@ -517,17 +517,13 @@ static const em_cuda_api api = {
     // Emily.Fast norms, softmax and RoPE (fast.cu)
     fast_rows,
     fast_rope,
-
     // scaled dot-product attention (attention.cu)
     sdpa,
-
     // affine quantization (quant.cu)
     affine,
-
     // ggml block formats (ggml.cu)
     ggml_dequantize,
     ggml_matmul,
-
 };
 
 } // namespace emc
