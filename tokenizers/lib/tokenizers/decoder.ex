@@ -157,6 +157,12 @@ defmodule Tokenizers.Decoder do
     {" 're", "'re"}
   ]
 
-  defp cleanup(token),
-    do: Enum.reduce(@cleanups, token, fn {from, to}, t -> String.replace(t, from, to) end)
+  @cleanup_froms Enum.map(@cleanups, &elem(&1, 0))
+
+  # one search for all patterns first: most tokens need no cleanup
+  defp cleanup(token) do
+    if :binary.match(token, @cleanup_froms) == :nomatch,
+      do: token,
+      else: Enum.reduce(@cleanups, token, fn {from, to}, t -> String.replace(t, from, to) end)
+  end
 end

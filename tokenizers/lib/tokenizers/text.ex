@@ -304,9 +304,21 @@ defmodule Tokenizers.Text do
   end
 
   @doc "Per normalized byte, the input range of its character."
-  def byte_ranges(text) do
-    text
-    |> Enum.flat_map(fn {cp, s, e} -> List.duplicate({s, e}, Unicode.utf8_size(cp)) end)
-    |> List.to_tuple()
+  def byte_ranges(text), do: text |> byte_ranges([]) |> Enum.reverse() |> List.to_tuple()
+
+  defp byte_ranges([], acc), do: acc
+  defp byte_ranges([{cp, s, e} | rest], acc) when cp < 0x80, do: byte_ranges(rest, [{s, e} | acc])
+
+  defp byte_ranges([{cp, s, e} | rest], acc) do
+    range = {s, e}
+
+    acc =
+      case Unicode.utf8_size(cp) do
+        2 -> [range, range | acc]
+        3 -> [range, range, range | acc]
+        4 -> [range, range, range, range | acc]
+      end
+
+    byte_ranges(rest, acc)
   end
 end
