@@ -70,4 +70,6 @@ end
 
 Code.require_file("support/numpy.exs", __DIR__)
 
-ExUnit.start()
+# :model_files tests open real model files named by environment variables
+# (test/emily/io/model_files_test.exs): run them with --include model_files.
+ExUnit.start(exclude: [:model_files])

@@ -598,6 +598,13 @@ defmodule Emily.Native do
 
   # ---- Emily.Fast: norms, softmax, RoPE (nif_fast.c) ----
 
+  # weight and bias: a ref of x's dtype and shape {D}, or nil.
+  def fast_rms_norm(_x, _weight, _eps), do: nif_error()
+  def fast_layer_norm(_x, _weight, _bias, _eps), do: nif_error()
+  def fast_softmax(_x, _axis), do: nif_error()
+  # offset: a 0-d s32/s64 ref; freqs: a 1-D f32 ref of dims/2 periods, or nil.
+  def fast_rope(_x, _offset, _freqs, _dims, _traditional, _base, _scale), do: nif_error()
+
   # ---- scaled dot-product attention (nif_attention.c) ----
 
   # ---- affine quantization (nif_quant.c) ----
@@ -606,4 +613,42 @@ defmodule Emily.Native do
 
   # ---- weight files: safetensors and GGUF (nif_io.c) ----
 
+  @doc "Maps a safetensors file and checks its header: a file handle (`ArgumentError` naming the fault)."
+  def safetensors_open(_path), do: nif_error()
+
+  @doc """
+  `{tensors, metadata}` of an open safetensors file: tensors as
+  `[{name, dtype_name, dtype | nil, shape}]` in header order (`nil`: a dtype
+  the engine lacks), metadata as `[{key, value}]`.
+  """
+  def safetensors_info(_file), do: nif_error()
+
+  @doc "Tensor `name` of an open safetensors file: an evaluated tensor aliasing the mapped bytes."
+  def safetensors_get(_file, _name), do: nif_error()
+
+  @doc "The bytes of tensor `name` of an open safetensors file (any dtype) as a u8 tensor aliasing the mapping."
+  def safetensors_get_bytes(_file, _name), do: nif_error()
+
+  @doc "Writes `[{name, tensor}]` and `[{key, value}]` metadata to `path` (via a temporary file)."
+  def safetensors_save(_path, _tensors, _metadata), do: nif_error()
+
+  @doc "The `weight_map` of a sharded checkpoint's index JSON: `[{tensor_name, file_name}]`."
+  def safetensors_index(_path), do: nif_error()
+
+  @doc "Maps a GGUF file (v2/v3) and checks its header: a file handle."
+  def gguf_open(_path), do: nif_error()
+
+  @doc """
+  `%{version, alignment, data_offset, metadata: [{key, value}], tensors:
+  [{name, shape, ggml_type, type_name, offset, nbytes}]}` of an open GGUF
+  file; shapes are row-major (GGUF's dims reversed).
+  """
+  def gguf_info(_file), do: nif_error()
+
+  @doc """
+  `{tensor, ggml_type}` for tensor `name` of an open GGUF file: plain types
+  as tensors of their dtype and shape, block types as u8 `{rows, bytes per
+  row}` tensors of the raw blocks.
+  """
+  def gguf_get(_file, _name), do: nif_error()
 end

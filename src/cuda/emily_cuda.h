@@ -303,6 +303,31 @@ typedef struct em_cuda_fused {
     int out_esize, out_wide;
 } em_cuda_fused;
 
+/* Emily.Fast (fast.cu). Row kernels: rms_norm, layer_norm or softmax over
+ * the last axis of a row-contiguous x of rows x D elements, src/engine/ops/
+ * fast_norm.c's semantics; float accumulation (double for f64). */
+typedef struct em_cuda_fast_rows {
+    int kind; /* 0 rms_norm, 1 layer_norm, 2 softmax */
+    int dtype;
+    int64_t rows, D;
+    double eps;
+    const void *x, *weight, *bias; /* weight, bias: D elements or NULL */
+    void *out;
+} em_cuda_fast_rows;
+
+/* RoPE over a row-contiguous x of rows = (batch...) * L rows of D elements:
+ * row r has position offset + r % L; fast_rope.c's semantics. */
+typedef struct em_cuda_fast_rope {
+    int dtype;
+    int traditional;
+    int offset_dtype; /* EM_S32 or EM_S64: the 0-d offset on the device */
+    int64_t rows, L, D, dims;
+    double base, scale;
+    const void *x, *offset;
+    const float *freqs; /* dims/2 periods on the device, or NULL: base */
+    void *out;
+} em_cuda_fast_rope;
+
 typedef struct em_cuda_api {
     int version; /* EM_CUDA_API_VERSION */
     const char *(*last_error)(void);
@@ -384,6 +409,8 @@ typedef struct em_cuda_api {
     int (*fused)(int dev, const em_cuda_fused *job);
     int64_t (*fused_compiles)(void);
     /* Emily.Fast norms, softmax and RoPE (fast.cu) */
+    int (*fast_rows)(int dev, const em_cuda_fast_rows *job);
+    int (*fast_rope)(int dev, const em_cuda_fast_rope *job);
 
     /* scaled dot-product attention (attention.cu) */
 

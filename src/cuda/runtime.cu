@@ -501,6 +501,8 @@ static const em_cuda_api api = {
     fused,
     fused_compiles,
     // Emily.Fast norms, softmax and RoPE (fast.cu)
+    fast_rows,
+    fast_rope,
 
     // scaled dot-product attention (attention.cu)
 

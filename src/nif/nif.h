@@ -257,7 +257,11 @@ void nif_leave(void);
     F(copy, 1)
 
 /* nif_fast.c: Emily.Fast norms, softmax and RoPE. */
-#define NIF_FAST_FUNCS(F)
+#define NIF_FAST_FUNCS(F)                                                      \
+    F(fast_rms_norm, 3)                                                        \
+    F(fast_layer_norm, 4)                                                      \
+    F(fast_softmax, 2)                                                         \
+    F(fast_rope, 7)
 
 /* nif_attention.c: scaled dot-product attention. */
 #define NIF_ATTENTION_FUNCS(F)
@@ -269,7 +273,18 @@ void nif_leave(void);
 #define NIF_GGML_FUNCS(F)
 
 /* nif_io.c: safetensors and GGUF files. */
-#define NIF_IO_FUNCS(F)
+#define NIF_IO_FUNCS(F)                                                        \
+    F(safetensors_open, 1)                                                     \
+    F(safetensors_info, 1)                                                     \
+    F(safetensors_get, 2)                                                      \
+    F(safetensors_get_bytes, 2)                                                \
+    F(safetensors_save, 3)                                                     \
+    F(safetensors_index, 1)                                                    \
+    F(gguf_open, 1)                                                            \
+    F(gguf_info, 1)                                                            \
+    F(gguf_get, 2)
+/* Opens the weight-file resource types (called on load and upgrade). */
+int nif_io_open_resources(ErlNifEnv *env);
 
 /* Programs (nif_compile.c). */
 #define NIF_COMPILE_FUNCS(F)                                                   \

@@ -47,7 +47,8 @@ static int open_resources(ErlNifEnv *env) {
     nif_stream_type = enif_open_resource_type(env, NULL, "emily_stream",
                                               stream_dtor, flags, NULL);
     if (!nif_array_type || !nif_stream_type ||
-        nif_compile_open_resources(env) != 0)
+        nif_compile_open_resources(env) != 0 ||
+        nif_io_open_resources(env) != 0)
         return -1;
 #define NIF_ATOM_INIT(field, text) atoms.field = enif_make_atom(env, text);
     NIF_ATOMS(NIF_ATOM_INIT)

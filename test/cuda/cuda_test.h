@@ -98,5 +98,6 @@ void test_window(void);
 void test_erf_inv(void);
 void test_top_k(void);
 void test_fusion(void); /* fused programs vs unfused, on the GPU */
+void test_fast(void);   /* test_fast.c: Emily.Fast norms, softmax, RoPE */
 
 #endif

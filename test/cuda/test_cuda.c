@@ -1001,6 +1001,7 @@ int main(void) {
     test_window();
     test_conv();
     test_top_k();
+    test_fast();
     test_fusion();
     test_threads();
     test_while();

@@ -1,0 +1,88 @@
+/*
+ * nif_fast.c — NIFs for include/emily_fast.h (Emily.Native's "Emily.Fast"
+ * section). Graph building only, so they run inline on the scheduler.
+ *
+ *   fast_rms_norm(x, weight | nil, eps)
+ *   fast_layer_norm(x, weight | nil, bias | nil, eps)
+ *   fast_softmax(x, axis)
+ *   fast_rope(x, offset, freqs | nil, dims, traditional, base, scale)
+ *       offset: a 0-d s32/s64 tensor; freqs: 1-D f32 periods (MLX's
+ *       convention) or nil for base
+ */
+#include "emily_fast.h"
+#include "nif.h"
+
+#include <string.h>
+
+/* A float argument (an integer is taken too). */
+static bool get_number(nif_call *c, ERL_NIF_TERM term, const char *arg,
+                       double *out) {
+    ErlNifSInt64 i;
+    if (enif_get_double(c->env, term, out))
+        return true;
+    if (enif_get_int64(c->env, term, &i)) {
+        *out = (double)i;
+        return true;
+    }
+    nif_raise_bad_arg(c, arg, "a number", term);
+    return false;
+}
+
+/* An array, or NULL for nil. */
+static bool get_optional_array(nif_call *c, ERL_NIF_TERM term, const char *arg,
+                               em_array **out) {
+    if (enif_is_identical(term, atoms.nil)) {
+        *out = NULL;
+        return true;
+    }
+    return nif_get_array(c, term, arg, out);
+}
+
+NIF_DECL(fast_rms_norm) {
+    nif_call c = NIF_CALL(env, "fast_rms_norm");
+    em_array *x, *w, *out;
+    double eps;
+    if (!nif_get_array(&c, argv[0], "x", &x) ||
+        !get_optional_array(&c, argv[1], "weight", &w) ||
+        !get_number(&c, argv[2], "eps", &eps))
+        return c.raised;
+    return nif_result(&c, em_rms_norm(x, w, eps, &out), &out);
+}
+
+NIF_DECL(fast_layer_norm) {
+    nif_call c = NIF_CALL(env, "fast_layer_norm");
+    em_array *x, *w, *b, *out;
+    double eps;
+    if (!nif_get_array(&c, argv[0], "x", &x) ||
+        !get_optional_array(&c, argv[1], "weight", &w) ||
+        !get_optional_array(&c, argv[2], "bias", &b) ||
+        !get_number(&c, argv[3], "eps", &eps))
+        return c.raised;
+    return nif_result(&c, em_layer_norm(x, w, b, eps, &out), &out);
+}
+
+NIF_DECL(fast_softmax) {
+    nif_call c = NIF_CALL(env, "fast_softmax");
+    em_array *x, *out;
+    int axis;
+    if (!nif_get_array(&c, argv[0], "x", &x) ||
+        !nif_get_int(&c, argv[1], "axis", &axis))
+        return c.raised;
+    return nif_result(&c, em_softmax(x, axis, &out), &out);
+}
+
+NIF_DECL(fast_rope) {
+    nif_call c = NIF_CALL(env, "fast_rope");
+    em_array *x, *offset, *out;
+    em_rope_options o;
+    memset(&o, 0, sizeof o);
+    if (!nif_get_array(&c, argv[0], "x", &x) ||
+        !nif_get_array(&c, argv[1], "offset", &offset) ||
+        !get_optional_array(&c, argv[2], "freqs", &o.freqs) ||
+        !nif_get_i64(&c, argv[3], "dims", &o.dims) ||
+        !nif_get_bool(&c, argv[4], "traditional", &o.traditional) ||
+        !get_number(&c, argv[5], "base", &o.base) ||
+        !get_number(&c, argv[6], "scale", &o.scale))
+        return c.raised;
+    return nif_result(&c, em_rope(x, offset, &o, &out), &out);
+}
