@@ -42,7 +42,9 @@
 extern "C" {
 #endif
 
-#define EM_MAX_NDIM 8
+/* Up to 16 axes: Nx.tile (used by Bumblebee to repeat grouped KV heads)
+ * reshapes a rank-r tensor to rank 2r on its way. */
+#define EM_MAX_NDIM 16
 
 /* ------------------------------------------------------------------------ */
 /* Status and errors                                                         */

@@ -77,7 +77,7 @@ defmodule Emily do
   caller.
 
   Raises `ArgumentError` for a wrong byte size, a negative dimension, a
-  byte size that overflows, more than 8 axes or an unknown dtype.
+  byte size that overflows, more than 16 axes or an unknown dtype.
 
   ## Examples
 

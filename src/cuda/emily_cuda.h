@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define EM_CUDA_API_VERSION 7
-#define EM_CUDA_MAX_NDIM 8
+#define EM_CUDA_MAX_NDIM 16 /* = EM_MAX_NDIM */
 #define EM_CUDA_MAX_IN 3
 
 /* Elementwise families: each output element from the same element of every

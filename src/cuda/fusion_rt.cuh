@@ -12,7 +12,7 @@
 #include "reduce_ops.cuh"
 #include "unary_ops.cuh"
 
-#define FZ_NDIM 8
+#define FZ_NDIM 16
 #define FZ_LOADS 16
 #define FZ_STEP 4 /* elements per thread step */
 

@@ -52,9 +52,10 @@ EM_TEST(core_from_data_rejects_bad_input) {
     int64_t huge[3] = {INT64_MAX / 2, 4, 4};
     CHECK_ERR(em_from_data(v, 0, huge, 3, EM_F32, &a), EM_ERR_ARGUMENT,
               "too many elements");
-    int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
-    CHECK_ERR(em_from_data(v, 4, nine, 9, EM_F32, &a), EM_ERR_ARGUMENT,
-              "rank 9 is out of range");
+    int64_t ones[EM_MAX_NDIM + 1] = {1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                     1, 1, 1, 1, 1, 1, 1, 1};
+    CHECK_ERR(em_from_data(v, 4, ones, EM_MAX_NDIM + 1, EM_F32, &a),
+              EM_ERR_ARGUMENT, "rank 17 is out of range");
     CHECK_ERR(em_from_data(v, 4, shape, 1, (em_dtype)99, &a), EM_ERR_ARGUMENT,
               "unknown dtype");
     /* A zero dimension makes a huge product empty, not an overflow. */

@@ -117,7 +117,10 @@ EM_TEST(shape_reshape_errors) {
     CHECK_ERR(em_reshape(a, neg, 2, &out), EM_ERR_ARGUMENT, "at most one -1");
     CHECK_ERR(em_reshape(a, bad_auto, 2, &out), EM_ERR_ARGUMENT,
               "cannot infer the -1 dimension of [4,-1] for s32[2,3]");
-    CHECK_ERR(em_reshape(a, s, 9, &out), EM_ERR_ARGUMENT, "rank 9");
+    int64_t too_many[EM_MAX_NDIM + 1] = {2, 3, 1, 1, 1, 1, 1, 1, 1,
+                                         1, 1, 1, 1, 1, 1, 1, 1};
+    CHECK_ERR(em_reshape(a, too_many, EM_MAX_NDIM + 1, &out), EM_ERR_ARGUMENT,
+              "rank 17");
     CHECK(out == NULL);
     em_array_release(a);
 }
@@ -193,10 +196,11 @@ EM_TEST(shape_squeeze_expand_dims) {
               "squeeze: cannot remove axis 1 of u16[1,3,1,2]: its size is 3");
     CHECK_ERR(em_expand_dims(a, 5, &out), EM_ERR_ARGUMENT,
               "axis 5 is out of range for rank 5");
-    int64_t eight[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int64_t full[EM_MAX_NDIM] = {1, 1, 1, 1, 1, 1, 1, 1,
+                                 1, 1, 1, 1, 1, 1, 1, 1};
     em_array *r8 = NULL;
-    em_array *one = counting(eight, 8, EM_U8);
-    CHECK_ERR(em_expand_dims(one, 0, &r8), EM_ERR_ARGUMENT, "maximum rank 8");
+    em_array *one = counting(full, EM_MAX_NDIM, EM_U8);
+    CHECK_ERR(em_expand_dims(one, 0, &r8), EM_ERR_ARGUMENT, "maximum rank 16");
     em_array_release(one);
     em_array_release(a);
     em_array_release(q);

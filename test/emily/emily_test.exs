@@ -162,8 +162,8 @@ defmodule EmilyTest do
         Emily.from_binary(<<>>, [1 <<< 64], {:f, 32})
       end
 
-      assert_raise ArgumentError, ~r/at most 8/, fn ->
-        Emily.from_binary(<<0::32>>, List.duplicate(1, 9), {:f, 32})
+      assert_raise ArgumentError, ~r/at most 16/, fn ->
+        Emily.from_binary(<<0::32>>, List.duplicate(1, 17), {:f, 32})
       end
     end
 

@@ -34,11 +34,14 @@ typedef struct gguf_kv {
     gguf_node value;
 } gguf_kv;
 
+/* ggml tensors have at most 4 dimensions (GGML_MAX_DIMS). */
+#define GGUF_MAX_DIMS 4
+
 typedef struct gguf_tinfo {
     uint64_t name_pos, name_len;
     uint64_t info_pos; /* where the info starts, for messages */
     int n_dims;
-    uint64_t dims[EM_MAX_NDIM];
+    uint64_t dims[GGUF_MAX_DIMS];
     uint32_t type;
     uint64_t offset, nbytes;
 } gguf_tinfo;
@@ -344,9 +347,9 @@ static em_status read_tensor_info(cursor *c, gguf_tinfo *t) {
         st = read_u32(c, "tensor n_dims", &n_dims);
     if (st != EM_OK)
         return st;
-    if (n_dims > EM_MAX_NDIM)
+    if (n_dims > GGUF_MAX_DIMS)
         return GGUF_FAIL(c, "tensor n_dims", c->pos - 4,
-                         "%u dims (at most %d)", n_dims, EM_MAX_NDIM);
+                         "%u dims (at most %d)", n_dims, GGUF_MAX_DIMS);
     t->n_dims = (int)n_dims;
     uint64_t count = 1;
     bool empty = false;
