@@ -21,7 +21,8 @@ typedef struct family_stats {
     double worst; /* largest error seen, in units of the tolerance */
 } family_stats;
 
-extern family_stats families[32];
+#define MAX_FAMILIES 64
+extern family_stats families[MAX_FAMILIES];
 extern int nfamilies;
 extern int total_failed;
 

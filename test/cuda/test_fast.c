@@ -68,7 +68,12 @@ static void rows_case(row_op op, em_dtype d, int64_t rows, int64_t cols,
     die_on(run_rows(op, x, w, b, axis, &yc), what);
     die_on(run_rows(op, xg, wg, bg, axis, &yg), what);
     if (yc && yg) {
-        double worst = compare(yc, yg, what, 16);
+        /* Errors against |cpu| + floor: norms subtract and sum terms of
+         * magnitude ~1 (long rows leave results far below the rounding of
+         * those terms); softmax probabilities near zero may round to 0 on
+         * one device and to f16's smallest normal on the other. */
+        double floor = op != SOFTMAX ? 1.0 : d == EM_F16 ? 1e-2 : 1e-3;
+        double worst = compare_floor(yc, yg, what, 16, floor);
         record("fast", what, worst <= 1, worst);
     }
     em_array *all[] = {x, w, b, xg, wg, bg, yc, yg};
@@ -115,7 +120,10 @@ static void rope_case(em_dtype d, int64_t heads, int64_t L, int64_t D,
     die_on(em_rope(x, off, &oc, &yc), what);
     die_on(em_rope(xg, offg, &og, &yg), what);
     if (yc && yg) {
-        double worst = compare(yc, yg, what, 8);
+        /* The angle's rounding (pow on the GPU, a table on the CPU) moves
+         * results by a few ulp of the inputs' magnitude (~1), not of the
+         * (possibly tiny) rotated value. */
+        double worst = compare_floor(yc, yg, what, 8, 1.0);
         record("fast", what, worst <= 1, worst);
     }
     em_array *all[] = {x, off, fr, xg, offg, frg, yc, yg};
