@@ -20,9 +20,14 @@
 #      then with Emily.Compiler as the default defn compiler too
 #      (scripts/nx_oracle.sh compiler; about 45 s on 2 cores), and Axon
 #      0.8.1's suite on Emily.Compiler (--suite axon; about 20 s)
-#   9. ExUnit: the Elixir API, the NIF's error paths, telemetry, debug flags,
-#      the bounded soak tests and the hostile-input suite (last, so that its
-#      summary line ends the output)
+#   9. the tokenizers library (tokenizers/, its own Mix project) against the
+#      goldens of Hugging Face's tokenizers
+#  10. ExUnit: the Elixir API, the NIF's error paths, telemetry, debug flags,
+#      Emily.Fast, quantization, weight files, the real models through
+#      Bumblebee (all-MiniLM-L6-v2 against sentence-transformers, SmolLM2
+#      against llama.cpp; installed by scripts/setup.sh), the bounded soak
+#      tests and the hostile-input suite (last, so that its summary line
+#      ends the output)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MIX_ENV=test
@@ -86,6 +91,9 @@ scripts/nx_oracle.sh compiler
 
 echo "== Axon's test suite on Emily.Compiler"
 scripts/nx_oracle.sh compiler --suite axon
+
+echo "== tokenizers (pure Elixir, against HF tokenizers' goldens)"
+(cd tokenizers && mix test)
 
 echo "== ExUnit"
 mix test
