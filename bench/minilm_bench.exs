@@ -3,15 +3,22 @@
 # ms per batch, median of 20 after 3 warm-ups. The onnxruntime counterpart
 # is bench/minilm_ort.py (same batch, mean pooling and L2 norm).
 #
-#   mix run bench/minilm_bench.exs [--gpu]
+#   mix run bench/minilm_bench.exs [--gpu] [--stock]
 
 Code.require_file("../examples/support/models.exs", __DIR__)
 
-{flags, _, _} = OptionParser.parse(System.argv(), strict: [gpu: :boolean])
+{flags, _, _} = OptionParser.parse(System.argv(), strict: [gpu: :boolean, stock: :boolean])
 device = if flags[:gpu], do: :gpu, else: :cpu
 Nx.global_default_backend({Emily.Backend, device: device})
 dir = Examples.Models.dir!("all-minilm-l6-v2")
 {:ok, model} = Bumblebee.load_model({:local, dir})
+# As the demo runs it: layer norms on Emily.Fast kernels (--stock: Bumblebee's graph).
+model =
+  if flags[:stock],
+    do: model,
+    else: %{model | model: Emily.Bumblebee.FastKernels.apply(model.model)}
+
+graph = if flags[:stock], do: "stock graph", else: "FastKernels"
 {:ok, tokenizer} = Bumblebee.load_tokenizer({:local, dir})
 
 serving =
@@ -24,8 +31,11 @@ serving =
   )
 
 # 16 texts of about 128 tokens each (padded or truncated to 128).
-words = ~w(the model embeds every sentence of this batch into a vector of three hundred eighty four numbers)
-texts = for i <- 1..16, do: Enum.map_join(0..127, " ", &Enum.at(words, rem(&1 + i, length(words))))
+words =
+  ~w(the model embeds every sentence of this batch into a vector of three hundred eighty four numbers)
+
+texts =
+  for i <- 1..16, do: Enum.map_join(0..127, " ", &Enum.at(words, rem(&1 + i, length(words))))
 
 run = fn -> Nx.Serving.run(serving, texts) end
 for _ <- 1..3, do: run.()
@@ -37,4 +47,7 @@ times =
   end
 
 median = times |> Enum.sort() |> Enum.at(10)
-IO.puts("Emily (#{device}): MiniLM 16 x 128 #{:erlang.float_to_binary(median, decimals: 1)} ms per batch (median of 20, tokenizing included)")
+
+IO.puts(
+  "Emily (#{device}, #{graph}): MiniLM 16 x 128 #{:erlang.float_to_binary(median, decimals: 1)} ms per batch (median of 20, tokenizing included)"
+)

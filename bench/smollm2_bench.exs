@@ -4,15 +4,22 @@
 # token, so every run generates them all), median of 5 after a warm-up. The llama.cpp counterpart on
 # the same file is bench/smollm2_llama_cpp.py.
 #
-#   mix run bench/smollm2_bench.exs [--gpu]
+#   mix run bench/smollm2_bench.exs [--gpu] [--stock]
 
 Code.require_file("../examples/support/models.exs", __DIR__)
 
-{flags, _, _} = OptionParser.parse(System.argv(), strict: [gpu: :boolean])
+{flags, _, _} = OptionParser.parse(System.argv(), strict: [gpu: :boolean, stock: :boolean])
 device = if flags[:gpu], do: :gpu, else: :cpu
 Nx.global_default_backend({Emily.Backend, device: device})
 path = Path.join(Examples.Models.dir!("smollm2"), "SmolLM2-135M-Instruct.Q4_1.gguf")
 {:ok, model_info} = Emily.Bumblebee.GGUF.load_model(path)
+# As the demo runs it: RMS norms on Emily.Fast kernels (--stock: Bumblebee's graph).
+model_info =
+  if flags[:stock],
+    do: model_info,
+    else: %{model_info | model: Emily.Bumblebee.FastKernels.apply(model_info.model)}
+
+graph = if flags[:stock], do: "stock graph", else: "FastKernels"
 {:ok, tokenizer} = Emily.Bumblebee.GGUF.load_tokenizer(path)
 
 # About 100 prompt tokens.
@@ -54,7 +61,7 @@ total_ms = time.(65)
 decode_tps = 64 / ((total_ms - prefill_ms) / 1000)
 
 IO.puts(
-  "Emily (#{device}): SmolLM2-135M Q4_1, #{prompt_tokens} prompt tokens: prompt + first token " <>
+  "Emily (#{device}, #{graph}): SmolLM2-135M Q4_1, #{prompt_tokens} prompt tokens: prompt + first token " <>
     "#{:erlang.float_to_binary(prefill_ms, decimals: 1)} ms " <>
     "(#{:erlang.float_to_binary(prompt_tokens / (prefill_ms / 1000), decimals: 0)} tok/s), " <>
     "decode #{:erlang.float_to_binary(decode_tps, decimals: 1)} tok/s"

@@ -20,6 +20,8 @@ queries =
 
 dir = Examples.Models.dir!("all-minilm-l6-v2")
 {load_us, {:ok, model}} = :timer.tc(fn -> Bumblebee.load_model({:local, dir}) end)
+# Layer norms on Emily.Fast kernels (the stock graph composes them).
+model = %{model | model: Emily.Bumblebee.FastKernels.apply(model.model)}
 {:ok, tokenizer} = Bumblebee.load_tokenizer({:local, dir})
 
 serving =
@@ -31,7 +33,10 @@ serving =
     defn_options: [compiler: Emily.Compiler]
   )
 
-{:ok, _} = Supervisor.start_link([{Nx.Serving, serving: serving, name: Search, batch_timeout: 20}], strategy: :one_for_one)
+{:ok, _} =
+  Supervisor.start_link([{Nx.Serving, serving: serving, name: Search, batch_timeout: 20}],
+    strategy: :one_for_one
+  )
 
 corpus =
   Path.join(__DIR__, "data/search_corpus.txt") |> File.read!() |> String.split("\n", trim: true)
@@ -59,5 +64,7 @@ queries
   Enum.zip(scores, corpus)
   |> Enum.sort_by(&elem(&1, 0), :desc)
   |> Enum.take(3)
-  |> Enum.each(fn {score, text} -> IO.puts("  #{:erlang.float_to_binary(score, decimals: 3)}  #{text}") end)
+  |> Enum.each(fn {score, text} ->
+    IO.puts("  #{:erlang.float_to_binary(score, decimals: 3)}  #{text}")
+  end)
 end)
