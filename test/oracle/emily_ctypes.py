@@ -11,6 +11,10 @@ import numpy as np
 
 lib = C.CDLL(os.environ.get("EMILY_LIB", "build/libemily.so"))
 
+# EM_MAX_NDIM of include/emily.h: the length of the axis arrays in the
+# engine's option structs.
+MAX_NDIM = 16
+
 DTYPES = ["pred", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
           "f16", "bf16", "f32", "f64", "c64", "c128"]
 NP = {"pred": np.bool_, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,

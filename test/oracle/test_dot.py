@@ -4,12 +4,12 @@ import ctypes as C
 
 import numpy as np
 
-from emily_ctypes import DTYPES, EmilyError, call, lib, to_bf16_bits
+from emily_ctypes import DTYPES, MAX_NDIM, EmilyError, call, lib, to_bf16_bits
 from emily_ctypes import array as _array
 
 P = C.c_void_p
 I64P = C.POINTER(C.c_int64)
-MAXD = 8
+MAXD = MAX_NDIM
 
 
 class DotOpts(C.Structure):

@@ -11,7 +11,7 @@ import tempfile
 
 import numpy as np
 
-from emily_ctypes import DTYPES, E, NP, P, array, check, lib
+from emily_ctypes import DTYPES, MAX_NDIM, E, NP, P, array, check, lib
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 
@@ -30,8 +30,8 @@ class GgufValue(C.Structure):
 
 class GgufTensor(C.Structure):
     _fields_ = [("name", C.c_void_p), ("name_len", C.c_size_t),
-                ("n_dims", C.c_int), ("dims", C.c_uint64 * 8),
-                ("shape", C.c_int64 * 8), ("ggml_type", C.c_int),
+                ("n_dims", C.c_int), ("dims", C.c_uint64 * MAX_NDIM),
+                ("shape", C.c_int64 * MAX_NDIM), ("ggml_type", C.c_int),
                 ("type_name", C.c_char_p), ("offset", C.c_uint64),
                 ("nbytes", C.c_uint64)]
 

@@ -4,15 +4,15 @@ import ctypes as C
 
 import numpy as np
 
-from emily_ctypes import E, array, check, lib
+from emily_ctypes import MAX_NDIM, E, array, check, lib
 
 P = C.c_void_p
-I64x8 = C.c_int64 * 8
+I64xN = C.c_int64 * MAX_NDIM
 
 
 class Opts(C.Structure):
-    _fields_ = [("window", I64x8), ("strides", I64x8), ("pad_low", I64x8),
-                ("pad_high", I64x8), ("dilations", I64x8)]
+    _fields_ = [("window", I64xN), ("strides", I64xN), ("pad_low", I64xN),
+                ("pad_high", I64xN), ("dilations", I64xN)]
 
 
 def opts(window, strides=None, pad=None, dil=None):
