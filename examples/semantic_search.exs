@@ -54,7 +54,9 @@ IO.puts(
 
 # Queries run concurrently; the serving gathers them into one batch.
 queries
-|> Task.async_stream(fn query -> {query, Nx.Serving.batched_run(Search, query).embedding} end)
+|> Task.async_stream(fn query -> {query, Nx.Serving.batched_run(Search, query).embedding} end,
+  timeout: :infinity
+)
 |> Enum.each(fn {:ok, {query, embedding}} ->
   # Embeddings are L2-normalised: the dot product is the cosine similarity.
   scores = Nx.dot(corpus_embeddings, embedding) |> Nx.to_flat_list()

@@ -41,7 +41,10 @@ defmodule Emily.Bumblebee.MiniLMTest do
     cosine = Nx.divide(Nx.sum(Nx.multiply(got, expected), axes: [1]), norms)
     min_cosine = cosine |> Nx.reduce_min() |> Nx.to_number()
     max_abs = Nx.subtract(got, expected) |> Nx.abs() |> Nx.reduce_max() |> Nx.to_number()
-    if System.get_env("EMILY_PRINT_ERRORS"), do: IO.puts("min cosine #{min_cosine}, max abs error #{max_abs}")
+
+    if System.get_env("EMILY_PRINT_ERRORS"),
+      do: IO.puts("min cosine #{min_cosine}, max abs error #{max_abs}")
+
     assert min_cosine >= 0.99999, "min cosine #{min_cosine}"
     assert max_abs <= 1.0e-5, "max abs error #{max_abs}"
   end
@@ -57,7 +60,10 @@ defmodule Emily.Bumblebee.MiniLMTest do
 
     embeddings =
       ctx.texts
-      |> Task.async_stream(&Nx.Serving.batched_run(name, &1).embedding, max_concurrency: 12)
+      |> Task.async_stream(&Nx.Serving.batched_run(name, &1).embedding,
+        max_concurrency: 12,
+        timeout: 120_000
+      )
       |> Enum.map(fn {:ok, embedding} -> embedding end)
 
     assert_close(Nx.stack(embeddings), ctx.expected)
