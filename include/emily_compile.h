@@ -132,6 +132,23 @@ int64_t em_fused_kernels_compiled(void);
 em_status em_while(em_program *cond, em_program *body, em_array *const *initial,
                    size_t n, em_array **outputs);
 
+/* Called on the thread that evaluates a tapped loop, after each iteration,
+ * with the iteration's taps (evaluated; borrowed: retain what you keep) and
+ * the `site` given to em_while_tapped. It must not evaluate pending arrays
+ * of other graphs; reading the taps (em_read) is fine. */
+typedef void (*em_while_tap_fn)(uint64_t site, em_array *const *taps,
+                                size_t ntaps);
+
+/* em_while whose body gives ntaps more outputs after the n of the next
+ * state: values the host observes once per iteration (Nx hooks inside a
+ * loop, streamed tokens) without ending the loop. After each iteration the
+ * taps are evaluated with the state and passed to `tap`. ntaps = 0 (tap
+ * may then be NULL) is em_while. */
+em_status em_while_tapped(em_program *cond, em_program *body,
+                          em_array *const *initial, size_t n, size_t ntaps,
+                          em_while_tap_fn tap, uint64_t site,
+                          em_array **outputs);
+
 #ifdef __cplusplus
 }
 #endif

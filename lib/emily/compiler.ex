@@ -85,15 +85,30 @@ defmodule Emily.Compiler do
       Evaluator calls them. A hook inside a `cond` clause fires only when
       that clause is taken (its clause's condition is an output too, read
       before calling); a hooked value that clauses and the code outside
-      them share fires whenever any of them reaches it, once.
+      them share fires whenever any of them reaches it, once. A named hook
+      with no callback and no override calls nothing and is dropped
+      (which hooks are overridden is part of the cache key).
+    * `:hook` inside `while` - the loop's body program gives the hooked
+      values as extra outputs, and the engine hands them over after each
+      iteration, without stopping the loop: the run opens a channel to the
+      calling process, and the callbacks are called there as the values
+      arrive, while the stream's worker computes the next iterations. A
+      call of such a function evaluates it to the end before returning,
+      calling every hook in the Evaluator's order (hooks met before a loop
+      first, then the loop's, iteration by iteration, then the rest). This
+      is how `Bumblebee.Text.generation`'s streaming (`stream: true`) runs
+      its whole decode loop as one program. If a callback raises, the loop
+      still runs to its end (an engine loop cannot be interrupted), then
+      the error is raised.
 
-  Two things cannot be one program: `:runtime_call` (an Elixir function
-  on intermediate values) and hooks inside `while` (a call per
-  iteration). For those expressions the compiler runs
-  `Nx.Defn.Evaluator` with `Emily.Backend` as the backend instead: the same
-  results, op by op, without the program's replay (and re-traced on each
-  call). The `[:emily, :defn, :compile]` event says which way a function
-  went (`mode: :program | :evaluator`).
+  Three things cannot be one program: `:runtime_call` (an Elixir function
+  on intermediate values), hooks in a `while` condition, and a `while`
+  with hooks inside a `cond` clause (every clause is computed, so its
+  hooks would fire when the clause is not taken). For those expressions
+  the compiler runs `Nx.Defn.Evaluator` with `Emily.Backend` as the
+  backend instead: the same results, op by op, without the program's
+  replay (and re-traced on each call). The `[:emily, :defn, :compile]`
+  event says which way a function went (`mode: :program | :evaluator`).
 
   ## Cache
 
@@ -193,11 +208,15 @@ defmodule Emily.Compiler do
   defp fetch(key, vars, fun, opts) do
     fuse = Keyword.get(opts, :fuse, true)
     device = device(opts)
+    # Named hooks without a callback run only when overridden: which are
+    # is part of the program (the others are dropped), not their functions.
+    overrides = opts |> Keyword.get(:hooks, %{}) |> Map.keys() |> MapSet.new()
+    build = {fuse, device, overrides}
 
     if small?(key) do
-      fetch_cached({key, fuse, device, vars_key(vars)}, vars, fun, fuse, device)
+      fetch_cached({key, build, vars_key(vars)}, vars, fun, build)
     else
-      compile(vars, fun, fuse, device)
+      compile(vars, fun, build)
     end
   end
 
@@ -229,11 +248,11 @@ defmodule Emily.Compiler do
   defp small(binary, budget) when is_binary(binary), do: budget - div(byte_size(binary), 64) - 1
   defp small(_other, budget), do: budget - 1
 
-  defp fetch_cached(cache_key, vars, fun, fuse, device) do
+  defp fetch_cached(cache_key, vars, fun, build) do
     case lookup(cache_key) do
       nil ->
         :ets.update_counter(@table, :stats, {3, 1})
-        entry = compile(vars, fun, fuse, device)
+        entry = compile(vars, fun, build)
 
         row = {cache_key, entry, :erlang.unique_integer([:monotonic, :positive]), 0}
         if :ets.insert_new(@table, row), do: evict()
@@ -284,7 +303,7 @@ defmodule Emily.Compiler do
 
   # ---- compile ---------------------------------------------------------------
 
-  defp compile(vars, fun, fuse, device) do
+  defp compile(vars, fun, {fuse, device, overrides}) do
     start = System.monotonic_time()
     backend_opts = [device: device]
     device_index = Lower.device_index(backend_opts)
@@ -317,16 +336,47 @@ defmodule Emily.Compiler do
         %{p | data: %Emily.Backend{ref: ref}}
       end)
 
+    # The run's hook channel id, read by loops with hooks (see run/6).
+    channel = %T{
+      type: {:s, 64},
+      shape: {},
+      names: [],
+      data: %Emily.Backend{ref: Native.placeholder({:s, 64}, [], device_index)}
+    }
+
     entry =
       try do
-        {result, hooks, used} = Lower.lower(expr, List.to_tuple(traced), backend_opts, fuse)
-        {program_outputs, hook_specs} = hook_outputs(hooks)
+        {result, hooks, used, taps, schedule} =
+          Lower.lower(expr, List.to_tuple(traced), backend_opts, fuse, overrides, channel)
+
+        {hook_refs, hook_specs} = Lower.hook_outputs(hooks)
         user_refs = result |> List.wrap() |> Composite.flatten_list() |> Enum.map(& &1.data.ref)
-        # The program's inputs are the parameters the expression reads: the
-        # arguments of the others are never asked for (see run/6).
+        # Outputs: the function's, the hooks' values, then one output of
+        # each loop with hooks (see run_tapped/4). Inputs: the parameters
+        # the expression reads (the arguments of the others are never asked
+        # for, see run/6), then the channel when a loop has hooks.
+        loop_refs = for {:loop, ref} <- schedule, do: ref
         inputs = Enum.map(used, &Enum.at(placeholders, &1))
-        program = Native.program_new(inputs, user_refs ++ program_outputs, fuse, false)
-        {:program, program, out_template, length(user_refs), hook_specs, device_index, used}
+        inputs = if taps == %{}, do: inputs, else: inputs ++ [channel.data.ref]
+        outputs = user_refs ++ hook_refs ++ loop_refs
+        program = Native.program_new(inputs, outputs, fuse, false)
+
+        {:program,
+         %{
+           program: program,
+           out_template: out_template,
+           n_out: length(user_refs),
+           hook_specs: hook_specs,
+           n_hook_refs: length(hook_refs),
+           device: device_index,
+           used: used,
+           taps: taps,
+           schedule:
+             Enum.map(schedule, fn
+               {:loop, _} -> :loop
+               :hook -> :hook
+             end)
+         }}
       catch
         {:emily_fallback, reason} -> {:evaluator, reason, device}
       end
@@ -335,26 +385,10 @@ defmodule Emily.Compiler do
     entry
   end
 
-  # Each hook's value (and its guard, for hooks in cond clauses) become
-  # outputs after the function's; the spec says how to rebuild and call.
-  defp hook_outputs(hooks) do
-    {outputs, specs} =
-      Enum.map_reduce(hooks, [], fn {callback_spec, value, guard}, specs ->
-        leaves = value |> List.wrap() |> Composite.flatten_list()
-        refs = Enum.map(leaves, & &1.data.ref)
-        guard_refs = if guard, do: [guard.data.ref], else: []
-        template = Composite.traverse(value, &Nx.to_template/1)
-        spec = {callback_spec, template, length(refs), guard != nil}
-        {guard_refs ++ refs, [spec | specs]}
-      end)
-
-    {List.flatten(outputs), Enum.reverse(specs)}
-  end
-
   defp emit_compile(entry, start, arity) do
     {measurements, metadata} =
       case entry do
-        {:program, program, _, _, hooks, _, _} ->
+        {:program, %{program: program, hook_specs: hooks, taps: taps}} ->
           stats = Native.program_stats(program)
 
           {%{duration: System.monotonic_time() - start},
@@ -363,7 +397,7 @@ defmodule Emily.Compiler do
              nodes_before: stats.nodes_before,
              nodes_after: stats.nodes_after,
              fused_kernels: stats.fused_kernels,
-             hooks: length(hooks),
+             hooks: length(hooks) + (taps |> Map.values() |> Enum.map(&length/1) |> Enum.sum()),
              arity: arity
            }}
 
@@ -377,21 +411,22 @@ defmodule Emily.Compiler do
 
   # ---- run -------------------------------------------------------------------
 
-  defp run(
-         {:program, program, out_template, n_out, hook_specs, device, used},
-         args,
-         _key,
-         _vars,
-         _fun,
-         opts
-       ) do
-    refs = input_refs(args, used, device)
-    outputs = Native.program_run(program, refs)
-    {results, rest} = Enum.split(outputs, n_out)
+  defp run({:program, entry}, args, _key, _vars, _fun, opts) do
+    %{program: program, n_out: n_out, hook_specs: hook_specs, device: device} = entry
+    refs = input_refs(args, entry.used, device)
+    overrides = Keyword.get(opts, :hooks, %{})
 
-    if hook_specs != [], do: run_hooks(hook_specs, rest, Keyword.get(opts, :hooks, %{}))
+    results =
+      if entry.taps == %{} do
+        outputs = Native.program_run(program, refs)
+        {results, rest} = Enum.split(outputs, n_out)
+        if hook_specs != [], do: run_hooks(hook_specs, rest, overrides)
+        results
+      else
+        run_tapped(entry, refs, overrides)
+      end
 
-    {result, []} = fill(out_template, results)
+    {result, []} = fill(entry.out_template, results)
 
     # Inside another function's trace (a jit forced with `on_conflict:
     # :force` from a transform), the results become constants of that
@@ -408,6 +443,86 @@ defmodule Emily.Compiler do
       [result] = Nx.Defn.Evaluator.__jit__(key, vars, fun, [args], opts)
       result
     end)
+  end
+
+  # A program whose loops have hooks runs to the end here, in the order
+  # the Evaluator would call its hooks: a hook met before a loop is called
+  # once its value is computed, then the loop runs, sending each
+  # iteration's hooked values to a channel opened for this run; its hooks
+  # are called as they arrive, while the stream's worker goes on with the
+  # next iterations (the engine never waits for the host).
+  defp run_tapped(entry, refs, overrides) do
+    tag = make_ref()
+    {channel, id} = Native.hook_channel_open(tag)
+
+    try do
+      id_ref = id |> Native.scalar_s64({:s, 64}) |> on_device(entry.device)
+      outputs = Native.program_run(entry.program, refs ++ [id_ref])
+      {results, rest} = Enum.split(outputs, entry.n_out)
+      {hook_refs, loop_refs} = Enum.split(rest, entry.n_hook_refs)
+
+      Enum.reduce(entry.schedule, {entry.hook_specs, hook_refs, loop_refs}, fn
+        :hook, {[spec | specs], hook_refs, loop_refs} ->
+          {_callback, _template, leaves, guarded?} = spec
+          {mine, hook_refs} = Enum.split(hook_refs, leaves + if(guarded?, do: 1, else: 0))
+          Native.await(Native.eval(nil, mine))
+          run_hooks([spec], mine, overrides)
+          {specs, hook_refs, loop_refs}
+
+        :loop, {specs, hook_refs, [loop_ref | loop_refs]} ->
+          run_loop(loop_ref, channel, tag, entry.taps, overrides)
+          {specs, hook_refs, loop_refs}
+      end)
+
+      results
+    after
+      Native.hook_channel_close(channel)
+    end
+  end
+
+  defp run_loop(loop_ref, channel, tag, taps, overrides) do
+    done = Native.eval(nil, [loop_ref])
+
+    try do
+      deliver_taps(tag, done, taps, overrides)
+    catch
+      # A hook raised (or threw): the loop runs to its end regardless (the
+      # engine cannot be interrupted); nothing of this run may stay in the
+      # mailbox.
+      kind, reason ->
+        Native.hook_channel_close(channel)
+        drain(tag, done)
+        :erlang.raise(kind, reason, __STACKTRACE__)
+    end
+  end
+
+  defp drain(tag, done) do
+    receive do
+      {^tag, :emily_hook, _site, _refs} -> drain(tag, done)
+      {^done, _result} -> flush_taps(tag)
+    end
+  end
+
+  defp flush_taps(tag) do
+    receive do
+      {^tag, :emily_hook, _site, _refs} -> flush_taps(tag)
+    after
+      0 -> :ok
+    end
+  end
+
+  defp deliver_taps(tag, done, taps, overrides) do
+    receive do
+      {^tag, :emily_hook, site, tap_refs} ->
+        run_hooks(Map.fetch!(taps, site), tap_refs, overrides)
+        deliver_taps(tag, done, taps, overrides)
+
+      {^done, _result} = message ->
+        # Every tap was sent before this: await reads the result (and
+        # raises an evaluation failure) as for any evaluation.
+        send(self(), message)
+        Native.await(done)
+    end
   end
 
   defp fill(template, refs) do

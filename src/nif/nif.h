@@ -297,9 +297,16 @@ int nif_io_open_resources(ErlNifEnv *env);
     F(program_new, 4)                                                          \
     F(program_run, 2)                                                          \
     F(program_stats, 1)                                                        \
-    F(while_loop, 3)
+    F(while_loop, 3)                                                           \
+    F(while_loop_tapped, 5)                                                    \
+    F(hook_channel_open, 1)                                                    \
+    F(hook_channel_close, 1)
 /* Opens the program resource type (called on load and upgrade). */
 int nif_compile_open_resources(ErlNifEnv *env);
+/* Opens the hook channel resource type (nif_hooks.c). */
+int nif_hooks_open_resources(ErlNifEnv *env);
+/* The tap callback of loops made by while_loop_tapped (nif_hooks.c). */
+void nif_hook_tap(uint64_t site, em_array *const *taps, size_t ntaps);
 
 #define NIF_DECLARE(name, arity) NIF_PROTO(name);
 NIF_CORE_FUNCS(NIF_DECLARE)

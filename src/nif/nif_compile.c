@@ -7,6 +7,11 @@
  *   program_run(program, inputs)              the outputs, lazy, as a list
  *   program_stats(program)                    a map of em_program_stats
  *   while_loop(cond, body, state)             the final state, lazy, a list
+ *   while_loop_tapped(cond, body, state, ntaps, site)
+ *                                             the same, the body giving ntaps
+ *                                             more outputs per iteration,
+ *                                             sent to a hook channel (see
+ *                                             nif_hooks.c)
  *
  * program_run is one NIF call that only builds nodes (microseconds);
  * evaluation stays the caller's choice, as for any op.
@@ -178,24 +183,36 @@ NIF_DECL(program_stats) {
     return map;
 }
 
-NIF_DECL(while_loop) {
-    nif_call c = NIF_CALL(env, "while_loop");
+static ERL_NIF_TERM while_loop(ErlNifEnv *env, const ERL_NIF_TERM argv[],
+                               bool tapped) {
+    nif_call c = NIF_CALL(env, tapped ? "while_loop_tapped" : "while_loop");
     em_program *cond, *body;
     em_array **state;
     size_t n;
+    int64_t ntaps = 0, site = 0;
     if (!get_program(&c, argv[0], "cond", &cond) ||
         !get_program(&c, argv[1], "body", &body) ||
-        !nif_get_array_list(&c, argv[2], "state", &state, &n))
+        (tapped && (!nif_get_i64(&c, argv[3], "ntaps", &ntaps) ||
+                    !nif_get_i64(&c, argv[4], "site", &site))))
+        return c.raised;
+    if (ntaps < 0 || site < 0)
+        return nif_raise_argument(&c, "ntaps and site must be >= 0");
+    if (!nif_get_array_list(&c, argv[2], "state", &state, &n))
         return c.raised;
     em_array **outs = enif_alloc(sizeof(em_array *) * (n ? n : 1));
     if (!outs) {
         enif_free(state);
         return nif_raise_runtime(&c, "out of memory");
     }
-    em_status st = em_while(cond, body, state, n, outs);
+    em_status st = em_while_tapped(cond, body, state, n, (size_t)ntaps,
+                                   nif_hook_tap, (uint64_t)site, outs);
     enif_free(state);
     ERL_NIF_TERM result =
         st == EM_OK ? make_array_list(&c, outs, n) : nif_raise_status(&c, st);
     enif_free(outs);
     return result;
 }
+
+NIF_DECL(while_loop) { return while_loop(env, argv, false); }
+
+NIF_DECL(while_loop_tapped) { return while_loop(env, argv, true); }

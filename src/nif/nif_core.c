@@ -48,6 +48,7 @@ static int open_resources(ErlNifEnv *env) {
                                               stream_dtor, flags, NULL);
     if (!nif_array_type || !nif_stream_type ||
         nif_compile_open_resources(env) != 0 ||
+        nif_hooks_open_resources(env) != 0 ||
         nif_io_open_resources(env) != 0)
         return -1;
 #define NIF_ATOM_INIT(field, text) atoms.field = enif_make_atom(env, text);

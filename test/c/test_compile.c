@@ -378,6 +378,64 @@ EM_TEST(while_loop_runs_until_false) {
     em_array_release(acc0);
 }
 
+/* Taps seen by record_taps: the site and each iteration's tapped i. */
+static uint64_t tapped_site;
+static int tapped_count;
+static double tapped_i[8];
+
+static void record_taps(uint64_t site, em_array *const *taps, size_t ntaps) {
+    tapped_site = site;
+    if (ntaps == 2 && tapped_count < 8) {
+        double acc[3];
+        t_read_f64(taps[0], &tapped_i[tapped_count], 1);
+        t_read_f64(taps[1], acc, 3); /* evaluated already: readable */
+        tapped_count++;
+    }
+}
+
+/* A tapped loop hands each iteration's extra body outputs to its callback,
+ * and computes the same final state as the untapped loop. */
+EM_TEST(while_loop_taps_each_iteration) {
+    int64_t vshape[1] = {3};
+    em_array *i = ph(EM_S64, NULL, 0), *acc = ph(EM_F64, vshape, 1);
+    em_array *five = NULL, *one = NULL, *two = NULL, *lt = NULL, *i1 = NULL,
+             *acc2 = NULL;
+    CHECK_OK(em_scalar_s64(5, EM_S64, &five));
+    CHECK_OK(em_scalar_s64(1, EM_S64, &one));
+    CHECK_OK(em_scalar_f64(2, EM_F64, &two));
+    CHECK_OK(em_binary(EM_BINARY_less, i, five, &lt));
+    CHECK_OK(em_binary(EM_BINARY_add, i, one, &i1));
+    CHECK_OK(em_binary(EM_BINARY_multiply, acc, two, &acc2));
+    em_array *state[2] = {i, acc}, *next[4] = {i1, acc2, i1, acc2};
+    em_program *cond = NULL, *body = NULL;
+    CHECK_OK(em_program_new(state, 2, &lt, 1, NULL, &cond));
+    CHECK_OK(em_program_new(state, 2, next, 4, NULL, &body));
+    double av[3] = {1, -0.5, 3};
+    em_array *i0 = NULL, *acc0 = t_from_f64(av, vshape, 1, EM_F64);
+    CHECK_OK(em_scalar_s64(2, EM_S64, &i0));
+    em_array *init[2] = {i0, acc0}, *out[2] = {0}, *junk[2] = {0};
+    CHECK_ERR(em_while_tapped(cond, body, init, 2, 2, NULL, 7, junk),
+              EM_ERR_ARGUMENT, "2 taps but no callback");
+    CHECK_ERR(em_while(cond, body, init, 2, junk), EM_ERR_ARGUMENT,
+              "gives 4 outputs, expected 2 inputs (the state) and 2 outputs");
+    tapped_count = 0;
+    CHECK_OK(em_while_tapped(cond, body, init, 2, 2, record_taps, 7, out));
+    CHECK(tapped_count == 0); /* lazy: nothing ran yet */
+    double iv, res[3];
+    t_read_f64(out[0], &iv, 1);
+    t_read_f64(out[1], res, 3);
+    CHECK(iv == 5 && res[0] == 8 && res[1] == -4 && res[2] == 24);
+    CHECK(tapped_site == 7 && tapped_count == 3);
+    for (int k = 0; k < 3; k++)
+        CHECK(tapped_i[k] == 3 + k);
+    em_array *all[] = {i, acc, five, one, two, lt, i1, acc2, i0, acc0,
+                       out[0], out[1]};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+        em_array_release(all[k]);
+    em_program_release(cond);
+    em_program_release(body);
+}
+
 /* A loop traced inside a program replays like any op. */
 EM_TEST(while_loop_inside_a_program) {
     em_program *cond = NULL, *body = NULL;

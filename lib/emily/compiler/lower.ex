@@ -24,10 +24,23 @@ defmodule Emily.Compiler.Lower do
   # subtree holds, and a hit under a weaker guard widens theirs: a hook
   # fires when any path that reaches it is taken, once.
   #
+  # Hooks that would call nothing (a named hook without a callback whose
+  # name has no override in the jit's :hooks) are dropped: their values
+  # are never computed for them, as Nx makes hook bodies pure.
+  #
+  # Hooks inside a while become taps of the loop (em_while_tapped): the
+  # body program gives, after the next state, the run's hook channel id
+  # (the `channel` placeholder, an input of every run) and the hooked
+  # values, and the loop hands them to that channel after each iteration.
+  # Each such loop gets a site number; the walk returns site => the specs
+  # of its hooks, which Emily.Compiler calls as the taps arrive.
+  #
   # What cannot be one engine program throws {:emily_fallback, reason}:
-  # runtime_call (an Elixir function in the middle of the graph) and hooks
-  # inside while (one call per iteration). Emily.Compiler then runs the
-  # expression with Nx.Defn.Evaluator on Emily.Backend instead.
+  # runtime_call (an Elixir function in the middle of the graph), hooks in
+  # a loop's condition, and a loop with hooks inside a cond clause (every
+  # clause is computed, so its hooks would fire when the clause is not
+  # taken). Emily.Compiler then runs the expression with
+  # Nx.Defn.Evaluator on Emily.Backend instead.
 
   alias Nx.Defn.{Composite, Expr, Tree}
   alias Nx.Tensor, as: T
@@ -52,34 +65,71 @@ defmodule Emily.Compiler.Lower do
   Walks `expr` (a container of Expr tensors) with `params` (a tuple of
   Emily.Backend tensors, by parameter index). `backend_opts` are the
   Emily.Backend options creation ops use; `fuse` is passed to the
-  programs made for while loops. Returns `{outputs, hooks, used}` (`used`:
-  the indices of the parameters read, ascending).
+  programs made for while loops; `overrides`: the names of the jit's hook
+  overrides; `channel`: the placeholder (an s64 scalar) standing for the
+  run's hook channel id. Returns `{outputs, hooks, used, taps, schedule}`
+  (`used`: the indices of the parameters read, ascending; `taps`: site =>
+  the hook specs of that loop, see `hook_outputs/1`; `schedule`: the
+  order in which the hooks (`:hook`, one per entry of `hooks`) and the
+  loops with hooks at the top level (`{:loop, ref}`, ref one of the
+  loop's outputs) are met, the order the Evaluator would call them in).
   """
-  def lower(expr, params, backend_opts, fuse) do
+  def lower(expr, params, backend_opts, fuse, overrides, channel) do
     ctx = %{
       params: params,
       top: true,
       guard: nil,
-      in_while: false,
       opts: backend_opts,
-      fuse: fuse
+      fuse: fuse,
+      overrides: overrides,
+      channel: channel
     }
 
     {result, acc} = composite_eval(expr, ctx, new_acc())
 
-    hooks =
-      acc.hooks
-      |> Map.values()
+    schedule =
+      Enum.map(Map.values(acc.hooks), fn {seq, _, _, _} -> {seq, :hook} end)
+      |> Enum.concat(acc.loops)
       |> Enum.sort()
-      |> Enum.map(fn {_order, spec, value, guard} -> {spec, value, guard} end)
+      |> Enum.map(&elem(&1, 1))
 
-    {result, hooks, acc.used |> Map.keys() |> Enum.sort()}
+    {result, sorted_hooks(acc), acc.used |> Map.keys() |> Enum.sort(), acc.taps, schedule}
+  end
+
+  defp sorted_hooks(acc) do
+    acc.hooks
+    |> Map.values()
+    |> Enum.sort()
+    |> Enum.map(fn {_seq, spec, value, guard} -> {spec, value, guard} end)
+  end
+
+  @doc """
+  The refs a program outputs for `hooks` (each hook's guard, when it has
+  one, then its value's leaves) and the specs that rebuild and call them:
+  `{callback_spec, template, leaves, guarded?}`.
+  """
+  def hook_outputs(hooks) do
+    {outputs, specs} =
+      Enum.map_reduce(hooks, [], fn {callback_spec, value, guard}, specs ->
+        leaves = value |> List.wrap() |> Composite.flatten_list()
+        refs = Enum.map(leaves, & &1.data.ref)
+        guard_refs = if guard, do: [guard.data.ref], else: []
+        template = Composite.traverse(value, &Nx.to_template/1)
+        spec = {callback_spec, template, length(refs), guard != nil}
+        {guard_refs ++ refs, [spec | specs]}
+      end)
+
+    {List.flatten(outputs), Enum.reverse(specs)}
   end
 
   # memo: id => {value, hooks its subtree reaches}; hooks: hook node id =>
   # {order, spec, value, guard}; reached: the hooks the subtree being
-  # walked reaches so far; used: parameter indices read (top level).
-  defp new_acc, do: %{memo: %{}, hooks: %{}, reached: %{}, used: %{}}
+  # walked reaches so far; used: parameter indices read (top level); taps:
+  # site => hook specs of the tapped loops met (nested ones included);
+  # loops: {seq, {:loop, ref}} of the loops with hooks met; seq: counts the
+  # hooks and loops met, in walk order.
+  defp new_acc,
+    do: %{memo: %{}, hooks: %{}, reached: %{}, used: %{}, taps: %{}, loops: [], seq: 0}
 
   defp fallback!(reason), do: throw({:emily_fallback, reason})
 
@@ -150,22 +200,31 @@ defmodule Emily.Compiler.Lower do
   end
 
   defp eval_apply(:hook, [tensor_expr, spec, template, _ref], ans, ctx, acc) do
-    if ctx.in_while, do: fallback!("a hook inside while runs once per iteration")
     {value, acc} = composite_eval(tensor_expr, ctx, acc)
 
-    {hooked_spec, hooked_value, acc} =
+    {hooked_spec, hooked_expr} =
       case spec do
-        {:token_hook, hooked_expr, inner_spec} ->
-          {hooked_value, acc} = composite_eval(hooked_expr, ctx, acc)
-          {inner_spec, hooked_value, acc}
-
-        _ ->
-          {spec, value, acc}
+        {:token_hook, hooked_expr, inner_spec} -> {inner_spec, hooked_expr}
+        _ -> {spec, nil}
       end
 
-    id = ans.data.id
-    hook = {map_size(acc.hooks), hooked_spec, hooked_value, ctx.guard}
-    acc = %{acc | hooks: Map.put(acc.hooks, id, hook), reached: Map.put(acc.reached, id, true)}
+    acc =
+      if live_hook?(hooked_spec, ctx) do
+        {hooked_value, acc} =
+          if hooked_expr, do: composite_eval(hooked_expr, ctx, acc), else: {value, acc}
+
+        id = ans.data.id
+        hook = {acc.seq, hooked_spec, hooked_value, ctx.guard}
+
+        %{
+          acc
+          | hooks: Map.put(acc.hooks, id, hook),
+            reached: Map.put(acc.reached, id, true),
+            seq: acc.seq + 1
+        }
+      else
+        acc
+      end
 
     result =
       case template do
@@ -350,6 +409,10 @@ defmodule Emily.Compiler.Lower do
     Nx.select(cond, on_true, on_false) |> Nx.as_type(on_false.type) |> rename(on_false)
   end
 
+  # A named hook without a callback calls something only when overridden.
+  defp live_hook?({:named, name, nil}, ctx), do: MapSet.member?(ctx.overrides, name)
+  defp live_hook?(_spec, _ctx), do: true
+
   # ---- while -----------------------------------------------------------------
 
   # The condition and the body become programs of their own (on placeholders
@@ -360,21 +423,52 @@ defmodule Emily.Compiler.Lower do
     state = Composite.flatten_list([initial])
     refs = Enum.map(state, & &1.data.ref)
     device = device_index(ctx.opts)
-    sub = %{ctx | guard: nil, in_while: true, top: false}
+    sub = %{ctx | guard: nil, top: false}
 
-    cond_program =
+    {cond_program, _} =
       sub_program(state, device, ctx.fuse, fn params ->
-        {pred, _} = eval(pred, %{sub | params: params}, new_acc())
-        [pred.data.ref]
+        {pred, cond_acc} = eval(pred, %{sub | params: params}, new_acc())
+
+        if cond_acc.hooks != %{} or cond_acc.taps != %{},
+          do: fallback!("a hook in a while loop's condition")
+
+        {[pred.data.ref], nil}
       end)
 
-    body_program =
+    {body_program, {tap_specs, inner_taps, tap_count}} =
       sub_program(state, device, ctx.fuse, fn params ->
-        {next, _} = composite_eval(block, %{sub | params: params}, new_acc())
-        next |> List.wrap() |> Composite.flatten_list() |> Enum.map(& &1.data.ref)
+        {next, body_acc} = composite_eval(block, %{sub | params: params}, new_acc())
+        next_refs = next |> List.wrap() |> Composite.flatten_list() |> Enum.map(& &1.data.ref)
+        {tap_refs, specs} = body_acc |> sorted_hooks() |> hook_outputs()
+        taps = if specs == [], do: [], else: [ctx.channel.data.ref | tap_refs]
+        {next_refs ++ taps, {specs, body_acc.taps, length(taps)}}
       end)
 
-    out_refs = Emily.Native.while_loop(cond_program, body_program, refs)
+    if ctx.guard && (tap_specs != [] or inner_taps != %{}),
+      do: fallback!("a while loop with hooks inside a cond clause")
+
+    {out_refs, acc} =
+      if tap_specs == [] do
+        {Emily.Native.while_loop(cond_program, body_program, refs), acc}
+      else
+        site = :erlang.unique_integer([:positive])
+        loop = Emily.Native.while_loop_tapped(cond_program, body_program, refs, tap_count, site)
+        {loop, %{acc | taps: Map.put(acc.taps, site, tap_specs)}}
+      end
+
+    acc =
+      if tap_specs == [] and inner_taps == %{} do
+        acc
+      else
+        loop = {acc.seq, {:loop, hd(out_refs)}}
+
+        %{
+          acc
+          | taps: Map.merge(acc.taps, inner_taps),
+            loops: [loop | acc.loops],
+            seq: acc.seq + 1
+        }
+      end
 
     {result, []} =
       Composite.traverse(initial, out_refs, fn t, [ref | refs] ->
@@ -387,7 +481,11 @@ defmodule Emily.Compiler.Lower do
   defp sub_program(state, device, fuse, fun) do
     placeholders =
       Enum.map(state, fn %T{type: type, shape: shape} ->
-        Emily.Native.placeholder(Emily.Backend.Util.engine_type!(type, :while), Tuple.to_list(shape), device)
+        Emily.Native.placeholder(
+          Emily.Backend.Util.engine_type!(type, :while),
+          Tuple.to_list(shape),
+          device
+        )
       end)
 
     params =
@@ -395,8 +493,8 @@ defmodule Emily.Compiler.Lower do
 
     # The loop's parameters are numbered from 0 in the order of the state's
     # leaves (Nx builds them so; the Evaluator relies on it too).
-    outputs = fun.(List.to_tuple(params))
-    Emily.Native.program_new(placeholders, outputs, fuse, true)
+    {outputs, extra} = fun.(List.to_tuple(params))
+    {Emily.Native.program_new(placeholders, outputs, fuse, true), extra}
   end
 
   @doc "The engine device number of Emily.Backend options."

@@ -11,7 +11,14 @@
  * offset: a node has one buffer, the loop has n results.
  *
  * The loop runs on the thread that evaluates it, with nested evaluations
- * (em__eval_arrays) of each replay. On a GPU the state stays there: each
+ * (em__eval_arrays) of each replay. The loop drops its reference to the
+ * state as soon as the body's replay holds it, so that an op updating a
+ * state array (a KV cache's put_slice) may take over its buffer instead of
+ * copying it (donation needs the only reference).
+ *
+ * A tapped loop's body has extra outputs after the next state, the taps:
+ * evaluated with the state, then handed to the tap callback each
+ * iteration. On a GPU the state stays there: each
  * test copies the one condition byte back, and the final state is packed
  * by the device's copy kernel. The program holders stay on the host
  * (host_only).
@@ -23,6 +30,9 @@
 
 typedef struct while_params {
     size_t nstate;
+    size_t ntaps; /* body outputs after the next state */
+    em_while_tap_fn tap;
+    uint64_t site;
     size_t ncond_captures, nbody_captures; /* inputs after the state */
     size_t byte_offset[]; /* of each part in the packed buffer */
 } while_params;
@@ -58,15 +68,17 @@ static void release_all(em_array **a, size_t n) {
 
 static em_status while_eval(em_array *node) {
     const while_params *wp = node->params;
-    size_t n = wp->nstate, nc = wp->ncond_captures, nb = wp->nbody_captures;
+    size_t n = wp->nstate, nt = wp->ntaps;
+    size_t nc = wp->ncond_captures, nb = wp->nbody_captures;
     em_program *cond = em__program_from_holder(node->inputs[0]);
     em_program *body = em__program_from_holder(node->inputs[1]);
     em_array *const *captures = node->inputs + 2 + n;
     /* Each run's arguments: the state, then that program's captures. */
     em_array **cargs = calloc(n + nc, sizeof *cargs);
     em_array **bargs = calloc(n + nb, sizeof *bargs);
-    em_array **state = calloc(n, sizeof *state);
-    em_array **next = calloc(n, sizeof *next);
+    /* state and next swap each iteration: both have room for the taps. */
+    em_array **state = calloc(n + nt, sizeof *state);
+    em_array **next = calloc(n + nt, sizeof *next);
     em_status st = EM_OK;
     if (!cargs || !bargs || !state || !next) {
         st = em__fail(EM_ERR_OOM, "while: out of memory");
@@ -86,9 +98,14 @@ static em_status while_eval(em_array *node) {
             break;
         memcpy(bargs, state, n * sizeof *bargs);
         st = em_program_run(body, bargs, n + nb, next);
-        if (st == EM_OK)
-            st = em__eval_arrays(next, n);
+        /* The replay holds what it needs of the old state: let it go
+         * before evaluating, so that its buffers may be donated. */
         release_all(state, n);
+        if (st == EM_OK)
+            st = em__eval_arrays(next, n + nt);
+        if (st == EM_OK && nt)
+            wp->tap(wp->site, next + n, nt);
+        release_all(next + n, nt);
         em_array **swap = state;
         state = next;
         next = swap;
@@ -141,7 +158,8 @@ static bool same_signature(const em_array *a, em_dtype dtype,
 }
 
 static em_status check_programs(em_program *cond, em_program *body,
-                                em_array *const *initial, size_t n) {
+                                em_array *const *initial, size_t n,
+                                size_t ntaps) {
     if (!cond || !body || (n && !initial))
         return em__fail(EM_ERR_ARGUMENT, "while: NULL argument");
     if (n == 0)
@@ -153,11 +171,13 @@ static em_status check_programs(em_program *cond, em_program *body,
                         "while: the condition takes %zu inputs and gives %zu "
                         "outputs, expected %zu inputs and 1 output",
                         cin, em_program_num_outputs(cond), n);
-    if (bin != n || em_program_num_outputs(body) != n)
+    if (bin != n || em_program_num_outputs(body) != n + ntaps)
         return em__fail(EM_ERR_ARGUMENT,
                         "while: the body takes %zu inputs and gives %zu "
-                        "outputs, expected %zu of each (the state)",
-                        bin, em_program_num_outputs(body), n);
+                        "outputs, expected %zu inputs (the state) and %zu "
+                        "outputs (the state and %zu taps)",
+                        bin, em_program_num_outputs(body), n, n + ntaps,
+                        ntaps);
     em_dtype dt;
     const int64_t *shape;
     int ndim;
@@ -207,7 +227,17 @@ static em_status check_programs(em_program *cond, em_program *body,
 
 em_status em_while(em_program *cond, em_program *body, em_array *const *initial,
                    size_t n, em_array **outputs) {
-    em_status st = check_programs(cond, body, initial, n);
+    return em_while_tapped(cond, body, initial, n, 0, NULL, 0, outputs);
+}
+
+em_status em_while_tapped(em_program *cond, em_program *body,
+                          em_array *const *initial, size_t n, size_t ntaps,
+                          em_while_tap_fn tap, uint64_t site,
+                          em_array **outputs) {
+    if (ntaps && !tap)
+        return em__fail(EM_ERR_ARGUMENT, "while: %zu taps but no callback",
+                        ntaps);
+    em_status st = check_programs(cond, body, initial, n, ntaps);
     if (st != EM_OK)
         return st;
     size_t nc = em_program_num_captures(cond);
@@ -223,6 +253,9 @@ em_status em_while(em_program *cond, em_program *body, em_array *const *initial,
         goto done;
     }
     wp->nstate = n;
+    wp->ntaps = ntaps;
+    wp->tap = tap;
+    wp->site = site;
     wp->ncond_captures = nc;
     wp->nbody_captures = nb;
     size_t total = 0;

@@ -78,4 +78,56 @@ defmodule Emily.Bumblebee.SmolLM2Test do
     if System.get_env("EMILY_PRINT_ERRORS"),
       do: IO.puts("tokens equal to llama.cpp's: #{inspect(agreed)}")
   end
+
+  test "streaming: the decode loop stays one program, and the streamed text is the whole text",
+       ctx do
+    {:ok, config} =
+      Emily.Bumblebee.GGUF.load_generation_config(@path, max_new_tokens: 12, eos_token_id: nil)
+
+    [%{"prompt" => prompt} | _] = ctx.cases
+
+    serving = fn stream ->
+      Bumblebee.Text.generation(ctx.model_info, ctx.tokenizer, config,
+        compile: [batch_size: 1, sequence_length: 64],
+        defn_options: [compiler: Emily.Compiler],
+        stream: stream
+      )
+    end
+
+    parent = self()
+    handler = "smollm2-stream-#{inspect(parent)}"
+
+    :telemetry.attach(
+      handler,
+      [:emily, :defn, :compile],
+      fn _, _, meta, _ -> send(parent, {:compiled, meta}) end,
+      nil
+    )
+
+    try do
+      %{results: [%{text: text}]} = Nx.Serving.run(serving.(false), prompt)
+      chunks = serving.(true) |> Nx.Serving.run(prompt) |> Enum.to_list()
+
+      assert length(chunks) > 1
+      assert Enum.join(chunks) == text
+
+      # Both generation functions compiled to programs: the loop never fell
+      # back to the Evaluator. Without streaming the token hook has no
+      # override and is dropped; with it, it is called after the first
+      # step and from each iteration of the loop.
+      modes = collect_compiles([])
+      assert Enum.all?(modes, &(&1.mode == :program))
+      assert modes |> Enum.map(& &1.hooks) |> Enum.sort() == [0, 2]
+    after
+      :telemetry.detach(handler)
+    end
+  end
+
+  defp collect_compiles(acc) do
+    receive do
+      {:compiled, meta} -> collect_compiles([meta | acc])
+    after
+      0 -> acc
+    end
+  end
 end

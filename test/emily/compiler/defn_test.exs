@@ -2,14 +2,27 @@ defmodule Emily.Compiler.DefnTest.Fns do
   @moduledoc false
   import Nx.Defn
 
-  defn elementwise(a, b), do: Nx.exp(a) * b - Nx.tanh(a / (b + 3)) + 1
-  defn mixed_types(a, i), do: a * i + Nx.as_type(i, :f32) / 2
-  defn reductions(a), do: {Nx.sum(a, axes: [1]), Nx.reduce_max(a), Nx.mean(a, axes: [0], keep_axes: true)}
-  defn softmax(a), do: Nx.exp(a - Nx.reduce_max(a, axes: [-1], keep_axes: true)) |> then(&(&1 / Nx.sum(&1, axes: [-1], keep_axes: true)))
-  defn matmul(a, b), do: Nx.dot(a, b) |> Nx.transpose() |> Nx.reshape({6})
-  defn shapes(a), do: a |> Nx.reshape({3, 2}) |> Nx.broadcast({4, 3, 2}) |> Nx.slice([1, 0, 0], [2, 3, 2])
-  defn constants(a), do: a + Nx.tensor([10.0, 20.0, 30.0, 40.0]) + Nx.iota({4})
-  defn comparisons(a, b), do: Nx.select(a > b, a, b) + Nx.as_type(a == b, :f32)
+  defn(elementwise(a, b), do: Nx.exp(a) * b - Nx.tanh(a / (b + 3)) + 1)
+  defn(mixed_types(a, i), do: a * i + Nx.as_type(i, :f32) / 2)
+
+  defn(reductions(a),
+    do: {Nx.sum(a, axes: [1]), Nx.reduce_max(a), Nx.mean(a, axes: [0], keep_axes: true)}
+  )
+
+  defn(softmax(a),
+    do:
+      Nx.exp(a - Nx.reduce_max(a, axes: [-1], keep_axes: true))
+      |> then(&(&1 / Nx.sum(&1, axes: [-1], keep_axes: true)))
+  )
+
+  defn(matmul(a, b), do: Nx.dot(a, b) |> Nx.transpose() |> Nx.reshape({6}))
+
+  defn(shapes(a),
+    do: a |> Nx.reshape({3, 2}) |> Nx.broadcast({4, 3, 2}) |> Nx.slice([1, 0, 0], [2, 3, 2])
+  )
+
+  defn(constants(a), do: a + Nx.tensor([10.0, 20.0, 30.0, 40.0]) + Nx.iota({4}))
+  defn(comparisons(a, b), do: Nx.select(a > b, a, b) + Nx.as_type(a == b, :f32))
 
   defn count_up(x) do
     {_i, x} =
@@ -60,17 +73,17 @@ defmodule Emily.Compiler.DefnTest.Fns do
     %{sum: a + b, pair: {b * c, Nx.sum(c)}}
   end
 
-  defn loss(w, x), do: Nx.sum(Nx.tanh(Nx.dot(x, w)) ** 2)
-  defn grad_of_loss(w, x), do: grad(w, &loss(&1, x))
-  defn value_and_grad_of_loss(w, x), do: value_and_grad(w, &loss(&1, x))
+  defn(loss(w, x), do: Nx.sum(Nx.tanh(Nx.dot(x, w)) ** 2))
+  defn(grad_of_loss(w, x), do: grad(w, &loss(&1, x)))
+  defn(value_and_grad_of_loss(w, x), do: value_and_grad(w, &loss(&1, x)))
 
-  defn stop(x), do: grad(x, fn x -> Nx.sum(x * stop_grad(x)) end)
+  defn(stop(x), do: grad(x, fn x -> Nx.sum(x * stop_grad(x)) end))
 
-  defn random_normal(key), do: Nx.Random.normal(key, shape: {3, 4})
-  defn random_split(key), do: Nx.Random.split(key) |> then(&Nx.Random.uniform(&1[0], shape: {5}))
+  defn(random_normal(key), do: Nx.Random.normal(key, shape: {3, 4}))
+  defn(random_split(key), do: Nx.Random.split(key) |> then(&Nx.Random.uniform(&1[0], shape: {5})))
 
-  defn custom_reduce(x), do: Nx.reduce(x, 1, [axes: [1]], fn a, b -> a * b end)
-  defn generic_reduce(x), do: Nx.reduce(x, 0, fn a, b -> Nx.max(a, b) + 1 end)
+  defn(custom_reduce(x), do: Nx.reduce(x, 1, [axes: [1]], fn a, b -> a * b end))
+  defn(generic_reduce(x), do: Nx.reduce(x, 0, fn a, b -> Nx.max(a, b) + 1 end))
 
   defn hooked(x) do
     y = hook(x * 2, :doubled)
@@ -85,7 +98,63 @@ defmodule Emily.Compiler.DefnTest.Fns do
     end
   end
 
-  defn printed(x), do: print_value(x * 3, label: "emily") + 1
+  defn(printed(x), do: print_value(x * 3, label: "emily") + 1)
+
+  # A counting loop that hooks its counter (and, on even steps only, the
+  # square) each iteration: one engine program with taps.
+  defn hooked_loop(n) do
+    n = hook(n, :start)
+
+    {_i, acc, _n} =
+      while {i = 0, acc = 0, n}, i < n do
+        i = hook(i + 1, :step)
+        sq = if rem(i, 2) == 0, do: hook(i * i, :even_square), else: 0
+        {i, acc + sq, n}
+      end
+
+    hook(acc, :total)
+  end
+
+  # A loop in a loop, each with its hook.
+  defn nested_hooked_loops(n) do
+    {_, count, _n} =
+      while {i = 0, count = 0, n}, i < n do
+        {_, inner} =
+          while {j = 0, inner = count}, j < 2 do
+            {hook(j + 1, :inner), inner + 1}
+          end
+
+        {hook(i + 1, :outer), inner, n}
+      end
+
+    count
+  end
+
+  defn hooked_loop_with_callback(n) do
+    {i, _n} =
+      while {i = 0, n}, i < n do
+        {hook(i + 1, &send_to_test/1), n}
+      end
+
+    i
+  end
+
+  def send_to_test(value), do: send(:emily_defn_hook_test, {:callback, Nx.to_number(value)})
+
+  # The loop sits in a cond clause: its hooks must fire only when the clause
+  # is taken, which one program (every clause computed) cannot promise.
+  defn hooked_loop_in_branch(flag, n) do
+    if flag do
+      {i, _n} =
+        while {i = 0, n}, i < n do
+          {hook(i + 1, :branch_step), n}
+        end
+
+      i
+    else
+      n
+    end
+  end
 
   # The hooked value is first reached inside the cond clause (the left
   # operand), then outside it: the hook fires whichever clause is taken.
@@ -105,7 +174,7 @@ defmodule Emily.Compiler.DefnTest.Fns do
     Nx.Defn.jit(&Nx.multiply/2, compiler: Emily.Compiler, on_conflict: :force).(x, x)
   end
 
-  defn with_nested_jit(y), do: y + nested_forced(Nx.tensor(3.0, backend: Nx.BinaryBackend))
+  defn(with_nested_jit(y), do: y + nested_forced(Nx.tensor(3.0, backend: Nx.BinaryBackend)))
 
   # What the deprecated create_token/hook_token/attach_token expand to.
   def token_hook(x) do
@@ -246,14 +315,25 @@ defmodule Emily.Compiler.DefnTest do
   describe "hooks" do
     test "run after the program with the computed value" do
       parent = self()
-      jit = Nx.Defn.jit(&Fns.hooked/1, compiler: Emily.Compiler, hooks: %{doubled: &send(parent, {:doubled, &1})})
+
+      jit =
+        Nx.Defn.jit(&Fns.hooked/1,
+          compiler: Emily.Compiler,
+          hooks: %{doubled: &send(parent, {:doubled, &1})}
+        )
+
       result = jit.(Nx.tensor([1.0, 2.0]))
       assert Nx.to_flat_list(result) == [3.0, 5.0]
       assert_received {:doubled, value}
       assert Nx.to_flat_list(value) == [2.0, 4.0]
 
       # The override is read at each call, the program is reused.
-      jit = Nx.Defn.jit(&Fns.hooked/1, compiler: Emily.Compiler, hooks: %{doubled: &send(parent, {:again, &1})})
+      jit =
+        Nx.Defn.jit(&Fns.hooked/1,
+          compiler: Emily.Compiler,
+          hooks: %{doubled: &send(parent, {:again, &1})}
+        )
+
       _ = jit.(Nx.tensor([1.0, 2.0]))
       assert_received {:again, _}
       assert Emily.Compiler.cache_info().hits == 1
@@ -261,7 +341,12 @@ defmodule Emily.Compiler.DefnTest do
 
     test "in cond clauses fire only for the clause taken" do
       parent = self()
-      hooks = %{positive: &send(parent, {:positive, &1}), negative: &send(parent, {:negative, &1})}
+
+      hooks = %{
+        positive: &send(parent, {:positive, &1}),
+        negative: &send(parent, {:negative, &1})
+      }
+
       jit = Nx.Defn.jit(&Fns.hooked_in_branch/1, compiler: Emily.Compiler, hooks: hooks)
 
       assert Nx.to_flat_list(jit.(Nx.tensor([1.0]))) == [2.0]
@@ -275,7 +360,12 @@ defmodule Emily.Compiler.DefnTest do
 
     test "a hooked node shared by a cond clause and the code outside fires on every call" do
       parent = self()
-      jit = Nx.Defn.jit(&Fns.hooked_before_cond/2, compiler: Emily.Compiler, hooks: %{shared: &send(parent, {:shared, &1})})
+
+      jit =
+        Nx.Defn.jit(&Fns.hooked_before_cond/2,
+          compiler: Emily.Compiler,
+          hooks: %{shared: &send(parent, {:shared, &1})}
+        )
 
       for {bool, expected} <- [{0, 0.0}, {1, 9.0}] do
         assert Nx.to_number(jit.(bool, Nx.tensor(2.0))) == expected
@@ -284,7 +374,11 @@ defmodule Emily.Compiler.DefnTest do
         refute_received {:shared, _}
       end
 
-      both = Nx.Defn.jit(&Fns.hooked_in_both_clauses/2, compiler: Emily.Compiler, hooks: %{both: &send(parent, {:both, &1})})
+      both =
+        Nx.Defn.jit(&Fns.hooked_in_both_clauses/2,
+          compiler: Emily.Compiler,
+          hooks: %{both: &send(parent, {:both, &1})}
+        )
 
       for {bool, expected} <- [{0, -5.0}, {1, 5.0}] do
         assert Nx.to_number(both.(bool, Nx.tensor(2.0))) == expected
@@ -295,7 +389,13 @@ defmodule Emily.Compiler.DefnTest do
 
     test "token hooks and print_value" do
       parent = self()
-      jit = Nx.Defn.jit(&Fns.token_hook/1, compiler: Emily.Compiler, hooks: %{plus_five: &send(parent, {:plus_five, &1})})
+
+      jit =
+        Nx.Defn.jit(&Fns.token_hook/1,
+          compiler: Emily.Compiler,
+          hooks: %{plus_five: &send(parent, {:plus_five, &1})}
+        )
+
       assert Nx.to_flat_list(jit.(Nx.tensor([1.0]))) == [2.0]
       assert_received {:plus_five, value}
       assert Nx.to_flat_list(value) == [6.0]
@@ -308,6 +408,153 @@ defmodule Emily.Compiler.DefnTest do
 
       assert output =~ "emily"
       assert output =~ "3.0"
+    end
+  end
+
+  describe "hooks inside while" do
+    setup do
+      handler = attach([:emily, :defn, :compile])
+      on_exit(fn -> :telemetry.detach(handler) end)
+      :ok
+    end
+
+    test "fire once per iteration, in order, from one program" do
+      parent = self()
+
+      hooks = %{
+        start: &send(parent, {:start, Nx.to_number(&1)}),
+        step: &send(parent, {:step, Nx.to_number(&1)}),
+        even_square: &send(parent, {:even_square, Nx.to_number(&1)}),
+        total: &send(parent, {:total, Nx.to_number(&1)})
+      }
+
+      jit = Nx.Defn.jit(&Fns.hooked_loop/1, compiler: Emily.Compiler, hooks: hooks)
+      assert Nx.to_number(jit.(Nx.tensor(5))) == 4 + 16
+      assert_received {:event, _, %{mode: :program, hooks: 4}}
+
+      assert collect_messages() == [
+               {:start, 5},
+               {:step, 1},
+               {:step, 2},
+               {:even_square, 4},
+               {:step, 3},
+               {:step, 4},
+               {:even_square, 16},
+               {:step, 5},
+               {:total, 20}
+             ]
+
+      # The Evaluator calls them identically.
+      Nx.Defn.jit(&Fns.hooked_loop/1, compiler: Nx.Defn.Evaluator, hooks: hooks).(Nx.tensor(5))
+
+      assert collect_messages() == [
+               {:start, 5},
+               {:step, 1},
+               {:step, 2},
+               {:even_square, 4},
+               {:step, 3},
+               {:step, 4},
+               {:even_square, 16},
+               {:step, 5},
+               {:total, 20}
+             ]
+
+      # A second call replays the cached program and fires again.
+      assert Nx.to_number(jit.(Nx.tensor(2))) == 4
+
+      assert collect_messages() == [
+               {:start, 2},
+               {:step, 1},
+               {:step, 2},
+               {:even_square, 4},
+               {:total, 4}
+             ]
+    end
+
+    test "named hooks without an override or a callback are dropped" do
+      jit = Nx.Defn.jit(&Fns.hooked_loop/1, compiler: Emily.Compiler)
+      assert Nx.to_number(jit.(Nx.tensor(4))) == 20
+      assert_received {:event, _, %{mode: :program, hooks: 0}}
+      assert collect_messages() == []
+    end
+
+    test "nested loops tap their own hooks" do
+      parent = self()
+
+      hooks = %{
+        inner: &send(parent, {:inner, Nx.to_number(&1)}),
+        outer: &send(parent, {:outer, Nx.to_number(&1)})
+      }
+
+      jit = Nx.Defn.jit(&Fns.nested_hooked_loops/1, compiler: Emily.Compiler, hooks: hooks)
+      assert Nx.to_number(jit.(Nx.tensor(2))) == 4
+      assert_received {:event, _, %{mode: :program}}
+
+      assert collect_messages() == [
+               {:inner, 1},
+               {:inner, 2},
+               {:outer, 1},
+               {:inner, 1},
+               {:inner, 2},
+               {:outer, 2}
+             ]
+    end
+
+    test "a hook's own callback is called in the calling process" do
+      Process.register(self(), :emily_defn_hook_test)
+
+      try do
+        jit = Nx.Defn.jit(&Fns.hooked_loop_with_callback/1, compiler: Emily.Compiler)
+        assert Nx.to_number(jit.(Nx.tensor(3))) == 3
+        assert collect_messages() == [{:callback, 1}, {:callback, 2}, {:callback, 3}]
+      after
+        Process.unregister(:emily_defn_hook_test)
+      end
+    end
+
+    test "a hook that raises stops the call with its error, and the next call works" do
+      hooks = %{step: fn v -> if Nx.to_number(v) == 2, do: raise("stop at 2") end}
+      jit = Nx.Defn.jit(&Fns.hooked_loop/1, compiler: Emily.Compiler, hooks: hooks)
+      assert_raise RuntimeError, "stop at 2", fn -> jit.(Nx.tensor(5)) end
+
+      parent = self()
+
+      jit =
+        Nx.Defn.jit(&Fns.hooked_loop/1,
+          compiler: Emily.Compiler,
+          hooks: %{step: &send(parent, {:step, Nx.to_number(&1)})}
+        )
+
+      assert Nx.to_number(jit.(Nx.tensor(1))) == 0
+      assert collect_messages() == [{:step, 1}]
+    end
+
+    test "a hooked loop inside a cond clause runs on the Evaluator" do
+      parent = self()
+
+      jit =
+        Nx.Defn.jit(&Fns.hooked_loop_in_branch/2,
+          compiler: Emily.Compiler,
+          hooks: %{branch_step: &send(parent, {:b, Nx.to_number(&1)})}
+        )
+
+      assert Nx.to_number(jit.(Nx.tensor(0, type: :u8), Nx.tensor(3))) == 3
+
+      assert_received {:event, _,
+                       %{mode: :evaluator, reason: "a while loop with hooks inside a cond clause"}}
+
+      assert collect_messages() == []
+      assert Nx.to_number(jit.(Nx.tensor(1, type: :u8), Nx.tensor(2))) == 2
+      assert collect_messages() == [{:b, 1}, {:b, 2}]
+    end
+  end
+
+  defp collect_messages(acc \\ []) do
+    receive do
+      {:event, _, _} -> collect_messages(acc)
+      message -> collect_messages([message | acc])
+    after
+      0 -> Enum.reverse(acc)
     end
   end
 
@@ -326,7 +573,16 @@ defmodule Emily.Compiler.DefnTest do
     # Nx.Defn.jit calls it.
     vars = for i <- 0..2, do: Nx.Defn.Expr.parameter(Nx.template({1}, :f32), :root, i)
     thunk = fn v -> fn -> send(parent, {:asked, v}) && Nx.tensor([v * 1.0]) end end
-    [result] = Emily.Compiler.__jit__(make_ref(), vars, fn [x, _y, z] -> Nx.add(x, z) end, [Enum.map(1..3, thunk)], [])
+
+    [result] =
+      Emily.Compiler.__jit__(
+        make_ref(),
+        vars,
+        fn [x, _y, z] -> Nx.add(x, z) end,
+        [Enum.map(1..3, thunk)],
+        []
+      )
+
     assert Nx.to_flat_list(result) == [4.0]
     assert_received {:asked, 1}
     refute_received {:asked, 2}
@@ -334,7 +590,9 @@ defmodule Emily.Compiler.DefnTest do
   end
 
   test "a jit forced inside another's trace returns tensors the trace can embed" do
-    assert Nx.to_number(Nx.Defn.jit(&Fns.with_nested_jit/1, compiler: Emily.Compiler).(Nx.tensor(1.0))) == 10.0
+    assert Nx.to_number(
+             Nx.Defn.jit(&Fns.with_nested_jit/1, compiler: Emily.Compiler).(Nx.tensor(1.0))
+           ) == 10.0
   end
 
   describe "cache" do
@@ -362,7 +620,11 @@ defmodule Emily.Compiler.DefnTest do
     end
 
     test "Nx.Defn.compile traces once" do
-      compiled = Nx.Defn.compile(&Fns.elementwise/2, [Nx.template({3}, :f32), Nx.template({3}, :f32)], compiler: Emily.Compiler)
+      compiled =
+        Nx.Defn.compile(&Fns.elementwise/2, [Nx.template({3}, :f32), Nx.template({3}, :f32)],
+          compiler: Emily.Compiler
+        )
+
       x = Nx.tensor([1.0, 2.0, 3.0])
 
       for _ <- 1..3 do
@@ -393,7 +655,12 @@ defmodule Emily.Compiler.DefnTest do
   end
 
   test "tensors of other backends are copied in; results are Emily tensors" do
-    result = Nx.Defn.jit(&Fns.elementwise/2, compiler: Emily.Compiler).(Nx.tensor([1.0]), Nx.tensor([2.0]))
+    result =
+      Nx.Defn.jit(&Fns.elementwise/2, compiler: Emily.Compiler).(
+        Nx.tensor([1.0]),
+        Nx.tensor([2.0])
+      )
+
     assert %Emily.Backend{} = result.data
   end
 
