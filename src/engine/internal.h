@@ -374,6 +374,9 @@ int64_t em__split_axes(const em_array *in, unsigned mask, int64_t *kept_shape,
 typedef void (*em_range_fn)(void *ctx, int64_t begin, int64_t end);
 void em__parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx);
 int em__num_threads(void);
+/* Makes OpenBLAS single-threaded (once, when the pool starts): the pool
+ * splits BLAS products itself (ops/gemm.c). */
+void em__blas_single_threaded(void);
 /* parallel_for over `nunits` independent units costing about `work`
  * elements each: a handful of heavy units (GEMM rows, long reductions) still
  * spread over threads, and many light ones are grouped. */

@@ -14,14 +14,22 @@
 
 #define MAX_THREADS 64
 
+/* How long a worker looks for the next region, and the caller for the
+ * workers' end, before sleeping on a condition variable. A transformer
+ * decode step runs hundreds of short regions a few microseconds apart: a
+ * futex sleep and wake-up per region cost about as much as the work. The
+ * bound keeps an idle pool from taking a core from the VM for long. */
+#define SPIN_ROUNDS 20000 /* about 20-60 us of pause instructions */
+
 static struct {
     pthread_once_t once;
     pthread_mutex_t region; /* held by the caller of a parallel region */
     pthread_mutex_t lock;
     pthread_cond_t wake, done;
     int nthreads; /* including the caller */
-    uint64_t generation;
-    int busy_workers;
+    int sleepers; /* workers waiting on `wake` (under lock) */
+    atomic_uint_fast64_t generation;
+    atomic_int busy_workers;
     em_range_fn fn;
     void *ctx;
     int64_t n, chunk;
@@ -35,6 +43,14 @@ static struct {
     .nthreads = 1,
 };
 
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
 static void run_chunks(void) {
     for (;;) {
         int64_t begin = atomic_fetch_add(&pool.next, pool.chunk);
@@ -45,19 +61,39 @@ static void run_chunks(void) {
     }
 }
 
+/* The generation after `seen`: spin a while, then sleep until the caller
+ * of the next region bumps it (it does so under the lock and wakes
+ * sleepers, so the test-then-wait below cannot miss it). */
+static uint64_t next_generation(uint64_t seen) {
+    for (int i = 0; i < SPIN_ROUNDS; i++) {
+        uint64_t g = atomic_load_explicit(&pool.generation, memory_order_acquire);
+        if (g != seen)
+            return g;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&pool.lock);
+    while (atomic_load(&pool.generation) == seen) {
+        pool.sleepers++;
+        pthread_cond_wait(&pool.wake, &pool.lock);
+        pool.sleepers--;
+    }
+    uint64_t g = atomic_load(&pool.generation);
+    pthread_mutex_unlock(&pool.lock);
+    return g;
+}
+
 static void *pool_worker(void *arg) {
     (void)arg;
     uint64_t seen = 0;
-    pthread_mutex_lock(&pool.lock);
     for (;;) {
-        while (pool.generation == seen)
-            pthread_cond_wait(&pool.wake, &pool.lock);
-        seen = pool.generation;
-        pthread_mutex_unlock(&pool.lock);
+        seen = next_generation(seen);
         run_chunks();
-        pthread_mutex_lock(&pool.lock);
-        if (--pool.busy_workers == 0)
+        if (atomic_fetch_sub(&pool.busy_workers, 1) == 1) {
+            /* The last one out: the caller may be asleep on `done`. */
+            pthread_mutex_lock(&pool.lock);
             pthread_cond_signal(&pool.done);
+            pthread_mutex_unlock(&pool.lock);
+        }
     }
     return NULL;
 }
@@ -83,6 +119,7 @@ static void pool_start(void) {
     }
     pthread_attr_destroy(&attr);
     pool.nthreads = started;
+    em__blas_single_threaded();
 }
 
 int em__num_threads(void) {
@@ -112,23 +149,36 @@ void em__parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx) {
     if (chunk < 1)
         chunk = 1;
 
+    /* Every worker takes part in every region (busy_workers counts them
+     * all): a worker that finished the previous one is either spinning
+     * or asleep, never still inside it, because the caller waited. */
     pthread_mutex_lock(&pool.lock);
     pool.fn = fn;
     pool.ctx = ctx;
     pool.n = n;
     pool.chunk = chunk;
     atomic_store(&pool.next, 0);
-    pool.busy_workers = threads - 1;
-    pool.generation++;
-    pthread_cond_broadcast(&pool.wake);
+    atomic_store(&pool.busy_workers, pool.nthreads - 1);
+    atomic_fetch_add_explicit(&pool.generation, 1, memory_order_release);
+    if (pool.sleepers > 0)
+        pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
 
     run_chunks();
 
-    pthread_mutex_lock(&pool.lock);
-    while (pool.busy_workers > 0)
-        pthread_cond_wait(&pool.done, &pool.lock);
-    pthread_mutex_unlock(&pool.lock);
+    bool finished = false;
+    for (int i = 0; i < SPIN_ROUNDS && !finished; i++) {
+        finished = atomic_load_explicit(&pool.busy_workers,
+                                        memory_order_acquire) == 0;
+        if (!finished)
+            cpu_relax();
+    }
+    if (!finished) {
+        pthread_mutex_lock(&pool.lock);
+        while (atomic_load(&pool.busy_workers) > 0)
+            pthread_cond_wait(&pool.done, &pool.lock);
+        pthread_mutex_unlock(&pool.lock);
+    }
     pthread_mutex_unlock(&pool.region);
 }
 

@@ -16,12 +16,11 @@
  * for sgemm and rounded once; integers run in a wrapping 32/64-bit
  * unsigned type through a cache-blocked loop split over columns.
  */
-#include "internal.h"
+#include "dot_cpu.h"
 #include "params.h"
 
 #include "emily_conv.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 
 #define COL_BYTES ((int64_t)64 << 20)
@@ -249,25 +248,21 @@ static void gemm(const conv_kernel *kn, int64_t m, int64_t n, int64_t k,
                  const void *a, const void *b, void *c, int64_t ldc) {
     switch (kn->kind) {
     case G_S:
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n,
-                    (int)k, 1.0f, a, (int)k, b, (int)n, 0.0f, c, (int)ldc);
+        em__gemm_one(em__gemm_f32, sizeof(float), false, false, m, n, k, a, k,
+                     b, n, false, c, ldc);
         break;
     case G_D:
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n,
-                    (int)k, 1.0, a, (int)k, b, (int)n, 0.0, c, (int)ldc);
+        em__gemm_one(em__gemm_f64, sizeof(double), false, false, m, n, k, a,
+                     k, b, n, false, c, ldc);
         break;
-    case G_C: {
-        em_c64_t one = 1, zero = 0;
-        cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n,
-                    (int)k, &one, a, (int)k, b, (int)n, &zero, c, (int)ldc);
+    case G_C:
+        em__gemm_one(em__gemm_c64, sizeof(em_c64_t), false, false, m, n, k, a,
+                     k, b, n, false, c, ldc);
         break;
-    }
-    case G_Z: {
-        em_c128_t one = 1, zero = 0;
-        cblas_zgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n,
-                    (int)k, &one, a, (int)k, b, (int)n, &zero, c, (int)ldc);
+    case G_Z:
+        em__gemm_one(em__gemm_c128, sizeof(em_c128_t), false, false, m, n, k,
+                     a, k, b, n, false, c, ldc);
         break;
-    }
     case G_U32:
     case G_U64: {
         /* ldc == n here (the caller passes a packed temporary). */

@@ -25,7 +25,6 @@
 #include "dot_cpu.h"
 #include "params.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,9 +51,6 @@
                         : (uint64_t)0, default                                 \
                         : (C)0))
 
-typedef void (*dot_gemm_fn)(bool ta, bool tb, int m, int n, int k,
-                            const void *a, int lda, const void *b, int ldb,
-                            void *c, int ldc);
 typedef void (*dot_loop_fn)(const void *a, const void *b, void *c, int64_t m,
                             int64_t n, int64_t k, int64_t row_begin,
                             int64_t row_end);
@@ -66,7 +62,7 @@ typedef struct dot_kernel {
     void (*pack)(void *dst, const void *src, int64_t n, int64_t stride);
     /* dst[i] = (dtype) src[i] for i < n */
     void (*unpack)(void *dst, const void *src, int64_t n);
-    dot_gemm_fn gemm; /* BLAS on the work type, or NULL */
+    em_gemm_fn gemm;  /* BLAS on the work type, or NULL */
     dot_loop_fn loop; /* integer loop on the work type, or NULL */
 } dot_kernel;
 
@@ -100,31 +96,14 @@ typedef struct dot_kernel {
 DEFINE_DOT_LOOP(uint32_t)
 DEFINE_DOT_LOOP(uint64_t)
 
-/* BLAS wrappers: the real routines take scalars by value, the complex ones
- * by pointer (SCALAR turns a variable into the argument). */
-#define BY_VALUE(v) (v)
-#define BY_POINTER(v) (&(v))
-#define DEFINE_BLAS_GEMM(NAME, T, ROUTINE, SCALAR)                             \
-    static void NAME(bool ta, bool tb, int m, int n, int k, const void *a,     \
-                     int lda, const void *b, int ldb, void *c, int ldc) {      \
-        T one = 1, zero = 0;                                                   \
-        ROUTINE(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,                 \
-                tb ? CblasTrans : CblasNoTrans, m, n, k, SCALAR(one), a, lda,  \
-                b, ldb, SCALAR(zero), c, ldc);                                 \
-    }
-DEFINE_BLAS_GEMM(gemm_f32, float, cblas_sgemm, BY_VALUE)
-DEFINE_BLAS_GEMM(gemm_f64, double, cblas_dgemm, BY_VALUE)
-DEFINE_BLAS_GEMM(gemm_c64, em_c64_t, cblas_cgemm, BY_POINTER)
-DEFINE_BLAS_GEMM(gemm_c128, em_c128_t, cblas_zgemm, BY_POINTER)
-
 /* Which GEMM runs a work type. */
 #define DOT_GEMM_OF(W)                                                         \
     _Generic((W)0, float                                                       \
-             : gemm_f32, double                                                \
-             : gemm_f64, em_c64_t                                              \
-             : gemm_c64, em_c128_t                                             \
-             : gemm_c128, default                                              \
-             : (dot_gemm_fn)NULL)
+             : em__gemm_f32, double                                            \
+             : em__gemm_f64, em_c64_t                                          \
+             : em__gemm_c64, em_c128_t                                         \
+             : em__gemm_c128, default                                          \
+             : (em_gemm_fn)NULL)
 #define DOT_LOOP_OF(W)                                                         \
     _Generic((W)0, uint32_t                                                    \
              : dot_loop_uint32_t, uint64_t                                     \
@@ -422,6 +401,45 @@ static em_status dot_gemm_bf16(em_array *node, const dot_operand *va,
     return EM_OK;
 }
 
+/* The batch of BLAS products, each operand packed (contiguous per batch)
+ * or read in place at its batch offsets, on the thread pool. */
+static em_status gemm_batch(const dot_kernel *k, const dot_operand *va,
+                            const dot_operand *vb, const void *packed_a,
+                            const void *packed_b, char *c, bool ta, bool tb,
+                            int64_t lda, int64_t ldb, int64_t m, int64_t n,
+                            int64_t kk, int64_t nbatch) {
+    size_t w = k->wsize;
+    const char **ptrs = malloc((size_t)nbatch * 3 * sizeof *ptrs);
+    if (!ptrs)
+        return em__fail(EM_ERR_OOM, "dot: out of memory");
+    const char **as = ptrs, **bs = ptrs + nbatch;
+    char **cs = (char **)(ptrs + 2 * nbatch);
+    for (int64_t bi = 0; bi < nbatch; bi++) {
+        as[bi] = packed_a ? (const char *)packed_a + (size_t)(bi * m * kk) * w
+                          : va->data + batch_offset(va, bi) * (int64_t)w;
+        bs[bi] = packed_b ? (const char *)packed_b + (size_t)(bi * kk * n) * w
+                          : vb->data + batch_offset(vb, bi) * (int64_t)w;
+        cs[bi] = c + (size_t)(bi * m * n) * w;
+    }
+    em_gemm_problem p = {.gemm = k->gemm,
+                         .esz = w,
+                         .ta = ta,
+                         .tb = tb,
+                         .m = m,
+                         .n = n,
+                         .k = kk,
+                         .lda = lda,
+                         .ldb = ldb,
+                         .ldc = n,
+                         .nbatch = nbatch,
+                         .a = as,
+                         .b = bs,
+                         .c = cs};
+    em__gemm_parallel(&p);
+    free(ptrs);
+    return EM_OK;
+}
+
 static em_status dot_eval(em_array *node) {
     const dot_params *p = node->params;
     const em_array *a = node->inputs[0], *b = node->inputs[1];
@@ -509,29 +527,20 @@ static em_status dot_eval(em_array *node) {
     char *c = k->in_place ? out : work_c;
 
     if (k->gemm) {
-        /* OpenBLAS threads each call itself; batches run one after another. */
-        for (int64_t bi = 0; bi < nbatch; bi++) {
-            const char *pa = packed_a
-                                 ? (char *)packed_a + (size_t)(bi * m * kk) * w
-                                 : va.data + batch_offset(&va, bi) * (int64_t)w;
-            const char *pb = packed_b
-                                 ? (char *)packed_b + (size_t)(bi * kk * n) * w
-                                 : vb.data + batch_offset(&vb, bi) * (int64_t)w;
-            k->gemm(ta, tb, (int)m, (int)n, (int)kk, pa, (int)lda, pb, (int)ldb,
-                    c + (size_t)(bi * m * n) * w, (int)n);
-        }
+        st = gemm_batch(k, &va, &vb, packed_a, packed_b, c, ta, tb, lda, ldb,
+                        m, n, kk, nbatch);
     } else {
         dot_loop_job job = {k, packed_a, packed_b, c, m, n, kk};
         em__parallel_units(nbatch * m, kk * n, dot_loop_task, &job);
     }
-    if (!k->in_place) {
+    if (!k->in_place && st == EM_OK) {
         unpack_job uj = {k, esz, out, work_c};
         em__parallel_for(node->size, EM_PARALLEL_GRAIN, unpack_task, &uj);
     }
     for (int i = 0; i < 3; i++)
         if (scratch[i])
             em__buffer_release(scratch[i]);
-    return EM_OK;
+    return st;
 }
 
 static const em_prim dot_prim = {"dot", dot_eval, em__vjp_dot,

@@ -31,6 +31,48 @@ typedef struct em_matvec_job {
     void *out; /* [nbatch][m][n] in dtype, contiguous */
 } em_matvec_job;
 
+/* ---- gemm.c -------------------------------------------------------------- */
+
+/* A row-major BLAS GEMM C = op(A) · op(B), or C += op(A) · op(B) when
+ * accumulating (the cblas argument order). */
+typedef void (*em_gemm_fn)(bool ta, bool tb, int m, int n, int k,
+                           const void *a, int lda, const void *b, int ldb,
+                           bool accumulate, void *c, int ldc);
+void em__gemm_f32(bool ta, bool tb, int m, int n, int k, const void *a,
+                  int lda, const void *b, int ldb, bool accumulate, void *c,
+                  int ldc);
+void em__gemm_f64(bool ta, bool tb, int m, int n, int k, const void *a,
+                  int lda, const void *b, int ldb, bool accumulate, void *c,
+                  int ldc);
+void em__gemm_c64(bool ta, bool tb, int m, int n, int k, const void *a,
+                  int lda, const void *b, int ldb, bool accumulate, void *c,
+                  int ldc);
+void em__gemm_c128(bool ta, bool tb, int m, int n, int k, const void *a,
+                  int lda, const void *b, int ldb, bool accumulate, void *c,
+                  int ldc);
+
+/* nbatch products of one shape; a[i], b[i], c[i] are problem i's matrices
+ * (dimensions below INT_MAX: the caller checks). */
+typedef struct em_gemm_problem {
+    em_gemm_fn gemm;
+    size_t esz; /* bytes per element */
+    bool ta, tb;
+    bool accumulate; /* C += instead of C = */
+    int64_t m, n, k, lda, ldb, ldc, nbatch;
+    const char *const *a;
+    const char *const *b;
+    char *const *c;
+} em_gemm_problem;
+
+/* Runs the products on the thread pool, BLAS single-threaded. */
+void em__gemm_parallel(const em_gemm_problem *p);
+/* One product, the same way. */
+void em__gemm_one(em_gemm_fn gemm, size_t esz, bool ta, bool tb, int64_t m,
+                  int64_t n, int64_t k, const void *a, int64_t lda,
+                  const void *b, int64_t ldb, bool accumulate, void *c,
+                  int64_t ldc);
+
+
 /* Whether em__matvec handles dtype. */
 bool em__matvec_dtype(em_dtype dtype);
 void em__matvec(const em_matvec_job *job);

@@ -26,12 +26,12 @@
  * x is f32 in the kernels (f16/bf16 widened once); accumulation is f32.
  */
 #include "internal.h"
+#include "ops/dot_cpu.h"
 
 #include "quant/affine.h"
 
 #include "emily_quant.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 
 /* ------------------------------------------------------------------------ */
@@ -699,13 +699,11 @@ static void tiled(const qmm_job *jb, bool transpose, float *tile) {
         tile_job tj = {jb, tile, r0, len};
         em__parallel_units(nr, len, dequant_tile, &tj);
         if (transpose)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M,
-                        (int)nr, (int)K, 1.0f, jb->x, (int)K, tile, (int)K,
-                        0.0f, jb->out + r0, (int)N);
+            em__gemm_one(em__gemm_f32, sizeof(float), false, true, M, nr, K,
+                         jb->x, K, tile, K, false, jb->out + r0, N);
         else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M,
-                        (int)N, (int)nr, 1.0f, jb->x + r0, (int)K, tile, (int)N,
-                        r0 == 0 ? 0.0f : 1.0f, jb->out, (int)N);
+            em__gemm_one(em__gemm_f32, sizeof(float), false, false, M, N, nr,
+                         jb->x + r0, K, tile, N, r0 != 0, jb->out, N);
     }
 }
 
