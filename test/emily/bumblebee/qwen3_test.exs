@@ -33,7 +33,7 @@ defmodule Emily.Bumblebee.Qwen3Test.Support do
     dir = fixture(name)
     backend = {Emily.Backend, device: device}
     {:ok, %{model: model} = model_info} = Bumblebee.load_model({:local, dir}, backend: backend)
-    model = if graph == :fast, do: Emily.Bumblebee.FastKernels.apply(model), else: model
+    model = if graph == :fast, do: fast_kernels(model, model_info.spec), else: model
 
     %{"cases" => cases} = Path.join(dir, "golden.json") |> File.read!() |> Jason.decode!()
     logits = Safetensors.read!(Path.join(dir, "golden_logits.safetensors"))
@@ -44,6 +44,27 @@ defmodule Emily.Bumblebee.Qwen3Test.Support do
       |> Enum.map(fn {c, i} -> Map.put(c, "logits", logits["case_#{i}"]) end)
 
     %{model_info: %{model_info | model: model}, cases: cases, device: device}
+  end
+
+  # Every RMS norm on Emily.Fast: per block the two around attention and
+  # the query and key norms, and the final norm.
+  defp fast_kernels(model, spec) do
+    fast = Emily.Bumblebee.FastKernels.apply(model)
+
+    modules =
+      Axon.reduce_nodes(fast, [], fn
+        %{op_name: :rms_norm, op: op}, acc -> [Function.info(op, :module) | acc]
+        _, acc -> acc
+      end)
+
+    unless modules ==
+             List.duplicate({:module, Emily.Bumblebee.FastKernels}, 4 * spec.num_blocks + 1),
+           do:
+             raise(ExUnit.AssertionError,
+               message: "RMS norms after FastKernels: #{inspect(modules)}"
+             )
+
+    fast
   end
 
   # Bumblebee's generation, greedy, no end-of-sequence token: the new ids.
