@@ -68,7 +68,7 @@ defmodule Qwen3Bench.Params do
   import Nx.Defn
 
   defn hash_uniform(shape_template, seed, opts \\ []) do
-    x = Nx.iota(Nx.shape(shape_template), type: :u32) + seed * 0x9E3779B9
+    x = Nx.iota(Nx.shape(shape_template), type: :u32) + Nx.as_type(seed, :u32) * 0x9E3779B9
     x = Nx.bitwise_xor(x, Nx.right_shift(x, 16)) * 0x85EBCA6B
     x = Nx.bitwise_xor(x, Nx.right_shift(x, 13)) * 0xC2B2AE35
     x = Nx.bitwise_xor(x, Nx.right_shift(x, 16))
@@ -117,8 +117,17 @@ end
     {n + Nx.size(t), MapSet.put(types, Nx.type(t))}
   end)
 
+embedding = params.data["embedder.token_embedding"]["kernel"] |> Nx.as_type(:f32)
+
+[lo, hi, sd] =
+  Enum.map(
+    [Nx.reduce_min(embedding), Nx.reduce_max(embedding), Nx.standard_deviation(embedding)],
+    &Nx.to_number/1
+  )
+
 IO.puts(
   "parameters: #{:erlang.float_to_binary(count / 1.0e6, decimals: 1)}M, " <>
+    "embedding in [#{Float.round(lo, 4)}, #{Float.round(hi, 4)}], std #{Float.round(sd, 4)}, " <>
     "#{inspect(MapSet.to_list(types))}, drawn in #{:erlang.float_to_binary(init_us / 1.0e6, decimals: 1)} s"
 )
 
