@@ -168,8 +168,15 @@ total_ms = time.(new_tokens + 1)
 decode_tps = new_tokens / ((total_ms - prefill_ms) / 1000)
 fmt = fn x, d -> :erlang.float_to_binary(x / 1, decimals: d) end
 
+row = fn label, ms, tps, d ->
+  String.pad_trailing(label, 32) <>
+    String.pad_leading(fmt.(ms, 1), 10) <>
+    " ms" <>
+    String.pad_leading(fmt.(tps, d), 10) <> " tok/s"
+end
+
 IO.puts("""
 Emily (#{device}, #{graph}): Qwen3-0.6B-shaped, #{layers} layers, random bf16, batch 1
-  prompt #{prompt_length} tokens + first token   #{fmt.(prefill_ms, 1)} ms   #{fmt.(prompt_length / (prefill_ms / 1000), 0)} tok/s
-  decode #{new_tokens} tokens                  #{fmt.(total_ms - prefill_ms, 1)} ms   #{fmt.(decode_tps, 1)} tok/s\
+  #{row.("prompt #{prompt_length} tokens + first token", prefill_ms, prompt_length / (prefill_ms / 1000), 0)}
+  #{row.("decode #{new_tokens} tokens", total_ms - prefill_ms, decode_tps, 1)}\
 """)

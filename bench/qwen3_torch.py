@@ -73,10 +73,10 @@ def report(label, **kwargs):
     decode_ms = total_ms - prefill_ms
     print(f"PyTorch {torch.__version__} ({device}, {label}): Qwen3-0.6B-shaped, {args.layers} layers, "
           f"random bf16, batch 1\n"
-          f"  prompt {args.prompt} tokens + first token   {prefill_ms:.1f} ms   "
-          f"{args.prompt / (prefill_ms / 1e3):.0f} tok/s\n"
-          f"  decode {args.tokens} tokens                  {decode_ms:.1f} ms   "
-          f"{args.tokens / (decode_ms / 1e3):.1f} tok/s")
+          f"  {f'prompt {args.prompt} tokens + first token':<32}{prefill_ms:10.1f} ms"
+          f"{args.prompt / (prefill_ms / 1e3):10.0f} tok/s\n"
+          f"  {f'decode {args.tokens} tokens':<32}{decode_ms:10.1f} ms"
+          f"{args.tokens / (decode_ms / 1e3):10.1f} tok/s")
 
 
 report("eager")
