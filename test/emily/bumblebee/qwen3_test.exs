@@ -5,7 +5,7 @@ defmodule Emily.Bumblebee.Qwen3Test.Support do
   # lm_head, 2 layers) and transformers' greedy generations of 32 tokens
   # from 3 prompts with their logits, written by scripts/qwen3_golden.py.
   #
-  # Two checks per model, graph and device:
+  # Three checks per model, graph and device:
   #   * Bumblebee.Text.Generation.build_generate/3 (what Bumblebee's
   #     generation serving runs: prefill, then one token at a time with the
   #     KV cache, in one while loop) jitted with Emily.Compiler gives
@@ -13,7 +13,9 @@ defmodule Emily.Bumblebee.Qwen3Test.Support do
   #   * the same steps driven from here (the model's predict with its
   #     cache, one Emily.Compiler program for the prefill and one for a
   #     decoding step) give transformers' logits at every step within
-  #     @tolerance of the step's largest logit.
+  #     @tolerance of the step's largest logit;
+  #   * build_generate on the 3 prompts as one left-padded batch gives the
+  #     same ids (the attention mask and the positions of padded rows).
   @moduledoc false
   import ExUnit.Assertions
 
@@ -66,15 +68,9 @@ defmodule Emily.Bumblebee.Qwen3Test.Support do
   end
 
   # Bumblebee's generation, greedy, no end-of-sequence token: the new ids.
-  def generate(%{model_info: %{model: model, params: params, spec: spec}, device: device}, cases) do
-    config =
-      Bumblebee.configure(Bumblebee.Text.GenerationConfig,
-        max_new_tokens: @new_tokens,
-        pad_token_id: 0
-      )
-
-    generate = Bumblebee.Text.Generation.build_generate(model, spec, config)
-    jitted = Nx.Defn.jit(generate, compiler: Emily.Compiler, device: device)
+  def generate(ctx, cases) do
+    jitted = generate_fun(ctx)
+    params = ctx.model_info.params
 
     for %{"prompt_ids" => prompt} <- cases do
       inputs = %{
@@ -86,6 +82,36 @@ defmodule Emily.Bumblebee.Qwen3Test.Support do
       %{token_ids: ids} = jitted.(params, inputs)
       ids |> Nx.to_flat_list() |> Enum.take(@new_tokens)
     end
+  end
+
+  # A batch of the prompts, left-padded with 0 to the longest (padding
+  # masked out; positions count from each prompt's first token): each row's
+  # new ids.
+  def generate_batched(ctx, cases) do
+    prompts = Enum.map(cases, & &1["prompt_ids"])
+    width = prompts |> Enum.map(&length/1) |> Enum.max()
+    pad = fn row, value -> List.duplicate(value, width - length(row)) end
+
+    inputs = %{
+      "input_ids" => Nx.tensor(Enum.map(prompts, &(pad.(&1, 0) ++ &1))),
+      "attention_mask" =>
+        Nx.tensor(Enum.map(prompts, &(pad.(&1, 0) ++ List.duplicate(1, length(&1))))),
+      "seed" => Nx.broadcast(0, {length(prompts)})
+    }
+
+    %{token_ids: ids} = generate_fun(ctx).(ctx.model_info.params, inputs)
+    ids |> Nx.to_list() |> Enum.map(&Enum.take(&1, @new_tokens))
+  end
+
+  defp generate_fun(%{model_info: %{model: model, spec: spec}, device: device}) do
+    config =
+      Bumblebee.configure(Bumblebee.Text.GenerationConfig,
+        max_new_tokens: @new_tokens,
+        pad_token_id: 0
+      )
+
+    generate = Bumblebee.Text.Generation.build_generate(model, spec, config)
+    Nx.Defn.jit(generate, compiler: Emily.Compiler, device: device)
   end
 
   # Greedy decoding with the model's cache, as build_generate does it: the
@@ -161,6 +187,10 @@ defmodule Emily.Bumblebee.Qwen3Test.Support do
 
         rel_error(logits, want_logits)
       end
+
+    # The batched run with padding: the same ids as one prompt at a time.
+    assert generate_batched(ctx, ctx.cases) == want_ids,
+           "#{name} (#{graph}, #{device}): the left-padded batch generates other ids"
 
     if System.get_env("EMILY_PRINT_ERRORS"),
       do: IO.puts("qwen3 #{name} #{graph} #{device}: logits rel. errors #{inspect(errors)}")
