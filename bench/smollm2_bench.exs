@@ -39,7 +39,8 @@ time = fn new_tokens ->
 
   serving =
     Bumblebee.Text.generation(model_info, tokenizer, config,
-      compile: [batch_size: 1, sequence_length: 256],
+      # Prompts are padded to the smallest bucket that holds them (128 here).
+      compile: [batch_size: 1, sequence_length: [64, 128, 256]],
       defn_options: [compiler: Emily.Compiler]
     )
 

@@ -66,7 +66,7 @@ strategy =
 
 serving =
   Bumblebee.Text.generation(model_info, tokenizer, config,
-    compile: [batch_size: 1, sequence_length: 256],
+    compile: [batch_size: 1, sequence_length: [32, 64, 128, 256]],
     defn_options: [compiler: Emily.Compiler],
     stream: true
   )
