@@ -7,6 +7,12 @@ defmodule Emily.GPUTest.Fns do
       {x * 1.5 + i, i + 1}
     end
   end
+
+  defn hooked_loop(x) do
+    while {x, i = 0}, i < 3 do
+      {hook(x * 2, :step), i + 1}
+    end
+  end
 end
 
 defmodule Emily.GPUTest do
@@ -176,7 +182,9 @@ defmodule Emily.GPUTest do
       {cpu_bits, _} = Nx.Random.normal(key, shape: {1000})
       # Nx.Random's defn constants are Nx.BinaryBackend tensors, which join
       # the computation on the default backend's device.
-      {on_gpu, _} = Nx.with_default_backend(@gpu, fn -> Nx.Random.normal(gpu(key), shape: {1000}) end)
+      {on_gpu, _} =
+        Nx.with_default_backend(@gpu, fn -> Nx.Random.normal(gpu(key), shape: {1000}) end)
+
       assert device(on_gpu) == {:gpu, 0}
       assert Nx.to_binary(cpu(on_gpu)) == Nx.to_binary(cpu_bits)
     end
@@ -233,6 +241,32 @@ defmodule Emily.GPUTest do
       assert device(gpu_x) == {:gpu, 0}
       assert Nx.to_number(cpu(gpu_i)) == Nx.to_number(cpu_i)
       assert_close(gpu_x, cpu_x, 1.0e-6)
+    end
+
+    test "hooks inside a GPU while loop fire each iteration, from one program" do
+      parent = self()
+      hooks = %{step: &send(parent, {:step, &1})}
+
+      jit =
+        Nx.Defn.jit(&Emily.GPUTest.Fns.hooked_loop/1,
+          compiler: Emily.Compiler,
+          device: :gpu,
+          hooks: hooks
+        )
+
+      {x, i} = jit.(gpu(Nx.tensor([1.0, -2.0])))
+      assert Nx.to_number(cpu(i)) == 3
+      assert Nx.to_list(cpu(x)) == [8.0, -16.0]
+
+      steps =
+        for _ <- 1..3 do
+          assert_received {:step, value}
+          assert device(value) == {:gpu, 0}
+          Nx.to_list(cpu(value))
+        end
+
+      assert steps == [[2.0, -4.0], [4.0, -8.0], [8.0, -16.0]]
+      refute_received {:step, _}
     end
 
     test "grad of a GPU computation matches the CPU's" do
