@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-exunit_files=(test/emily/backend test/emily/compiler test/nx)
+exunit_files=(test/emily/backend test/emily/compiler test/emily/fast test/emily/quantization test/emily/io test/nx)
 
 default_core=$(/usr/bin/python3 -c '
 import ctypes
