@@ -8,8 +8,9 @@
 #      (make SIMD=baseline, in build/baseline: no AVX2/AVX-512 clones).
 # Each runs the C engine tests, the numpy oracle tests and the ExUnit tests
 # of Emily.Backend (by family, and the differential test against
-# Nx.BinaryBackend), Emily.Compiler (grad included) and Nx's doctests
-# (linear algebra, dot/matmul, conv, reductions, FFT, random, ...). Called by scripts/test.sh
+# Nx.BinaryBackend), Emily.Compiler (grad included), Emily.Fast,
+# quantization, weight files and Nx's doctests (linear algebra,
+# dot/matmul, conv, reductions, FFT, random, ...). Called by scripts/test.sh
 # after the default build passed them; expects MIX_ENV=test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
