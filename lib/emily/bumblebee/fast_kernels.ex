@@ -30,10 +30,11 @@ if Code.ensure_loaded?(Bumblebee) do
       key mask, causal limit, sliding window and relative bias merge into
       the additive mask the stock layer builds, or the kernel's causal
       flag where that is the same (no cache offset, as many queries as
-      keys, no other mask); the head mask scales each head's output. An
-      attention with dropout (`rate > 0`) or a shape the rewrite does not
-      recognise is left stock. The attention weights output
-      (`output_attentions`) still comes from the stock layer.
+      keys, no other mask); the head mask scales each head's output.
+      Attention dropout only acts in training (`mode: :train`), where the
+      rewritten layer returns the stock layers' result (those layers stay
+      in the graph for it, and for the `output_attentions` weights); an
+      attention the rewrite does not recognise is left stock.
 
     Layer names and parameters are unchanged, so the model's state loads
     as before. Results agree with the stock graph to float rounding
@@ -118,9 +119,9 @@ if Code.ensure_loaded?(Bumblebee) do
           case Attention.plan(node, nodes) do
             {:ok, input_ids, attention_opts} ->
               {:attention,
-               fn [%Axon{nodes: current} | _], _output ->
+               fn [%Axon{nodes: current} | _], stock ->
                  inputs = Enum.map(input_ids, &%Axon{output: &1, nodes: current})
-                 Attention.layer(inputs, name_fn, attention_opts)
+                 Attention.layer(inputs, stock, name_fn, attention_opts)
                end}
 
             nil ->

@@ -13,31 +13,35 @@ if Code.ensure_loaded?(Bumblebee) do
     # aligns the queries to the end of the keys, is used when that is the
     # same thing: no cache offset, as many queries as keys, and no other
     # mask. The head mask scales each head's output (it scales the
-    # weights, which sum into it linearly).
+    # weights, which sum into it linearly). Attention dropout only acts in
+    # training: there the rewritten layer returns the stock layers' result.
 
     @doc false
-    # The output node's rewrite, or nil when the pair is not the stock one or
-    # cannot be mapped exactly (attention dropout, an unknown input).
+    # {:ok, input ids, options} for the output node of a stock attention
+    # pair (its weights node's inputs then the values), nil otherwise. The
+    # options say whether the weights pass through dropout (:dropout): that
+    # only acts in training, when the rewritten layer returns the stock
+    # result.
     def plan(output_node, nodes) do
       with %{op_name: :custom, op: op, parent: [weights_id, value_id]} <- output_node,
            true <- bumblebee_fun?(op, :attention_output_impl),
-           {:ok, weights} <- weights_node(nodes, weights_id),
+           {:ok, weights, dropout} <- weights_node(nodes, weights_id, false),
            [_q, _k, _key_mask, _head_mask, _bias, _offset] = parents <- weights.parent do
-        {:ok, parents ++ [value_id], Keyword.take(weights.opts, [:causal, :window_size, :scale])}
+        opts = Keyword.take(weights.opts, [:causal, :window_size, :scale])
+        {:ok, parents ++ [value_id], [dropout: dropout] ++ opts}
       else
         _ -> nil
       end
     end
 
-    # The weights node under the output node, through a dropout that drops
-    # nothing.
-    defp weights_node(nodes, id) do
+    # The weights node under the output node, through Axon's dropout.
+    defp weights_node(nodes, id, dropout) do
       case nodes[id] do
         %{op_name: :dropout, opts: opts, parent: [parent]} ->
-          if (opts[:rate] || 0.0) == 0.0, do: weights_node(nodes, parent), else: :error
+          weights_node(nodes, parent, dropout or (opts[:rate] || 0.0) > 0)
 
         %{op_name: :custom, op: op} = node ->
-          if bumblebee_fun?(op, :attention_weights_impl), do: {:ok, node}, else: :error
+          if bumblebee_fun?(op, :attention_weights_impl), do: {:ok, node, dropout}, else: :error
 
         _ ->
           :error
@@ -53,15 +57,32 @@ if Code.ensure_loaded?(Bumblebee) do
     def bumblebee_fun?(_op, _name), do: false
 
     @doc false
-    # The replacement layer on the weights node's inputs and the values.
-    def layer([q, k, key_mask, head_mask, bias, offset, v], name, opts) do
-      Axon.layer(&__MODULE__.attention_impl/8, [q, k, v, key_mask, head_mask, bias, offset],
+    # The replacement layer on the weights node's inputs and the values;
+    # with dropout, the stock output (`stock`) too, for training.
+    def layer([q, k, key_mask, head_mask, bias, offset, v], stock, name, opts) do
+      layer_opts = [
         name: name,
         op_name: :scaled_dot_product_attention,
         causal: opts[:causal] || false,
         window_size: opts[:window_size],
         scale: opts[:scale]
-      )
+      ]
+
+      inputs = [q, k, v, key_mask, head_mask, bias, offset]
+
+      if opts[:dropout],
+        do: Axon.layer(&__MODULE__.attention_or_stock_impl/9, inputs ++ [stock], layer_opts),
+        else: Axon.layer(&__MODULE__.attention_impl/8, inputs, layer_opts)
+    end
+
+    @doc false
+    # Attention whose weights go through dropout: the stock layers' result in
+    # training (dropout acts), the fused kernel in inference (it does not).
+    # Only the result returned is computed.
+    def attention_or_stock_impl(query, key, value, key_mask, head_mask, bias, offset, stock, opts) do
+      if opts[:mode] == :train,
+        do: stock,
+        else: attention_impl(query, key, value, key_mask, head_mask, bias, offset, opts)
     end
 
     @doc false
