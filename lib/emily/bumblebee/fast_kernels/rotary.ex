@@ -60,14 +60,26 @@ if Code.ensure_loaded?(Bumblebee) do
 
       rows =
         for row <- 0..(batch - 1) do
+          offset = offsets |> Nx.slice_along_axis(row, 1, axis: 0) |> Nx.reshape({})
+
           x
           |> Nx.slice_along_axis(row, 1, axis: 0)
-          |> Nx.transpose(axes: [0, 2, 1, 3])
-          |> rope(offsets |> Nx.slice_along_axis(row, 1, axis: 0) |> Nx.reshape({}), schedule)
-          |> Nx.transpose(axes: [0, 2, 1, 3])
+          |> swap_seq_and_heads()
+          |> rope(offset, schedule)
+          |> swap_seq_and_heads()
         end
 
       if batch == 1, do: hd(rows), else: Nx.concatenate(rows, axis: 0)
+    end
+
+    # {b, seq, heads, dim} <-> {b, heads, seq, dim}, the kernel's layout;
+    # moving an axis of size 1 (one token: a decode step) is a reshape.
+    defp swap_seq_and_heads(x) do
+      {b, n, m, d} = Nx.shape(x)
+
+      if n == 1 or m == 1,
+        do: Nx.reshape(x, {b, m, n, d}),
+        else: Nx.transpose(x, axes: [0, 2, 1, 3])
     end
 
     defp rope(x, offset, {:base, base, scale, magnitude}) do
