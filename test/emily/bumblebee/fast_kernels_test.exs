@@ -2,9 +2,10 @@ defmodule Emily.Bumblebee.FastKernelsTest do
   # Emily.Bumblebee.FastKernels against the stock graph: the same model with
   # its norms, rotary embeddings and attention on Emily.Fast kernels gives
   # the stock outputs to float rounding, for a prefill and through cached
-  # greedy generation (token-identical). Small random-weight Llama, Qwen3
-  # and BERT specs cover the rewrites (every rotary scaling strategy,
-  # grouped heads, padded batches); the real models (all-MiniLM-L6-v2,
+  # greedy generation (token-identical). Small random-weight Llama, Qwen3,
+  # Mistral, T5 and BERT specs cover the rewrites (every rotary scaling
+  # strategy, grouped heads, sliding window, relative bias, cross-attention,
+  # head mask, padded batches); the real models (all-MiniLM-L6-v2,
   # SmolLM2) come from scripts/fetch_models.sh (run by setup) and are
   # skipped without them.
   use ExUnit.Case, async: false
@@ -44,7 +45,8 @@ defmodule Emily.Bumblebee.FastKernelsTest do
         max_new_tokens: n,
         pad_token_id: 0,
         bos_token_id: 1,
-        eos_token_id: -1
+        eos_token_id: -1,
+        decoder_start_token_id: 0
       )
 
     generate = Bumblebee.Text.Generation.build_generate(model, spec, config)
@@ -111,6 +113,49 @@ defmodule Emily.Bumblebee.FastKernelsTest do
     check_decoder(spec, generate: true)
   end
 
+  test "tiny Mistral (sliding window of 3): prefill and cached greedy generation" do
+    check_decoder(tiny_decoder(Bumblebee.Text.Mistral, attention_window_size: 3), generate: true)
+  end
+
+  test "tiny T5 (relative bias, cross-attention, encoder-decoder cache): logits and generation" do
+    spec =
+      Bumblebee.configure(Bumblebee.Text.T5,
+        architecture: :for_conditional_generation,
+        vocab_size: 64,
+        hidden_size: 16,
+        intermediate_size: 32,
+        attention_head_size: 8,
+        encoder_num_blocks: 2,
+        decoder_num_blocks: 2,
+        encoder_num_attention_heads: 2,
+        decoder_num_attention_heads: 2,
+        relative_attention_num_buckets: 8,
+        relative_attention_max_distance: 16
+      )
+
+    model = Bumblebee.build_model(spec)
+    {fast, summary} = FastKernels.rewrite(model)
+    # Encoder self-attention, decoder self- and cross-attention, 2 blocks each.
+    assert %{attention: 6, attention_skipped: 0} = summary
+
+    ids = Nx.tensor([[5, 9, 3, 7, 2, 11, 4, 1], [5, 9, 3, 8, 1, 0, 0, 0]])
+    decoder_ids = Nx.tensor([[0, 6, 7], [0, 8, 9]])
+
+    inputs = %{
+      "input_ids" => ids,
+      "attention_mask" => Nx.not_equal(ids, 0),
+      "decoder_input_ids" => decoder_ids
+    }
+
+    params = init(model, inputs)
+    want = predict(model, params, inputs).logits
+    got = predict(fast, params, inputs).logits
+    assert max_rel_error(got, want) < 1.0e-5
+
+    inputs = Map.delete(inputs, "decoder_input_ids")
+    assert generate(fast, spec, params, inputs, 8) == generate(model, spec, params, inputs, 8)
+  end
+
   test "rotary scaling strategies: linear, dynamic, llama3 and longrope" do
     base = tiny_decoder(Bumblebee.Text.Llama, max_positions: 8)
     {_model, _params, default} = check_decoder(base)
@@ -165,6 +210,13 @@ defmodule Emily.Bumblebee.FastKernelsTest do
     want = predict(model, params, inputs).hidden_state
     got = predict(fast, params, inputs).hidden_state
     assert max_rel_error(got, want) < 1.0e-5
+
+    # A head mask ({blocks, heads}) scales each head's share.
+    head_mask = %{"attention_head_mask" => Nx.tensor([[1.0, 0.0], [0.5, 1.0]])}
+    masked = predict(model, params, Map.merge(inputs, head_mask)).hidden_state
+    assert max_rel_error(masked, want) > 1.0e-3
+    got = predict(fast, params, Map.merge(inputs, head_mask)).hidden_state
+    assert max_rel_error(got, masked) < 1.0e-5
 
     # Training carries dropout keys, initialised by a training build.
     {train_init, _} = Axon.build(model, compiler: Emily.Compiler, mode: :train)
