@@ -9,9 +9,11 @@ if Code.ensure_loaded?(Bumblebee) do
 
     * `:rms_norm` layers (Llama, Qwen, Mistral, ...) become
       `Emily.Fast.rms_norm/3`, with Bumblebee's `:shift` added to the
-      weight; `:layer_norm` layers (BERT, ViT, ...) become
+      weight; `:layer_norm` layers (Axon's, in BERT, ViT, ...) become
       `Emily.Fast.layer_norm/4`. Only layers that normalise the last axis
-      are rewritten (all of Bumblebee's do).
+      are rewritten (all of Bumblebee's do), and only Bumblebee's RMS norm
+      and Axon's layer norm (a model's own layer under the same op name,
+      such as ModernBERT's bias-free layer norm, stays).
     * Rotary embeddings (`Bumblebee.Layers.rotary_embedding/6`) become
       `Emily.Fast.rope/3`, or `Emily.Fast.rope_with_freqs/4` for the
       `:longrope` and `:llama3` scaling strategies (`:linear` and
@@ -98,14 +100,18 @@ if Code.ensure_loaded?(Bumblebee) do
 
     # {kind, rewriter} for a node to rewrite, :attention_skipped for a stock
     # attention that stays, :skip for anything else.
-    defp plan(%{op_name: :rms_norm, opts: opts, name: name_fn}, _nodes) do
-      if Keyword.get(opts, :channel_index, -1) == -1,
-        do: {:rms_norm, fn [x], _output -> rms_norm(x, name_fn, opts) end},
-        else: :skip
+    # Norms: Bumblebee's RMS norm (one "weight") and Axon's layer norm
+    # ("gamma", "beta") only; a model's own layer under the same op name
+    # (ModernBERT's bias-free layer norm) stays.
+    defp plan(%{op_name: :rms_norm, op: op, opts: opts, name: name_fn} = node, _nodes) do
+      if Keyword.get(opts, :channel_index, -1) == -1 and param_names(node) == ["weight"] and
+           is_function(op) and Function.info(op, :module) == {:module, Bumblebee.Layers},
+         do: {:rms_norm, fn [x], _output -> rms_norm(x, name_fn, opts) end},
+         else: :skip
     end
 
-    defp plan(%{op_name: :layer_norm, opts: opts, name: name_fn}, _nodes) do
-      if Keyword.get(opts, :channel_index, -1) == -1,
+    defp plan(%{op_name: :layer_norm, op: :layer_norm, opts: opts, name: name_fn} = node, _nodes) do
+      if Keyword.get(opts, :channel_index, -1) == -1 and param_names(node) == ["gamma", "beta"],
         do: {:layer_norm, fn [x], _output -> layer_norm(x, name_fn, opts) end},
         else: :skip
     end
@@ -134,6 +140,8 @@ if Code.ensure_loaded?(Bumblebee) do
     end
 
     defp plan(_node, _nodes), do: :skip
+
+    defp param_names(%{parameters: parameters}), do: Enum.map(parameters, & &1.name)
 
     defp rotary_plan(%{parent: [_, _, _, _]}, name_fn, opts) do
       if rem(opts[:size] || 1, 2) == 0,

@@ -186,6 +186,56 @@ defmodule Emily.Bumblebee.FastKernelsTest do
     end
   end
 
+  # Other architectures built on the same layers: partial rotary (GPT-NeoX,
+  # Phi), LongRoPE (Phi3), rotary encoders with a padded batch (NomicBERT,
+  # ModernBERT: its alternating sliding windows, and its own bias-free layer
+  # norm, which stays), Gemma 3 (query/key norms, local and global layers).
+  test "GPT-NeoX, Phi, Phi3, NomicBERT, ModernBERT and Gemma 3: the stock outputs" do
+    tiny = [vocab_size: 64, hidden_size: 32, intermediate_size: 48, num_blocks: 2]
+    tiny = tiny ++ [num_attention_heads: 4]
+
+    longrope = %{
+      type: :longrope,
+      short_factor: [1.0, 1.5, 2.0, 3.0],
+      long_factor: [2.0, 3.0, 5.0, 9.0],
+      original_max_positions: 4
+    }
+
+    cases = [
+      {Bumblebee.Text.GptNeoX, :for_causal_language_modeling, [rotary_embedding_percentage: 0.5]},
+      {Bumblebee.Text.Phi, :for_causal_language_modeling, [rotary_embedding_percentage: 0.5]},
+      {Bumblebee.Text.Phi3, :for_causal_language_modeling,
+       [
+         activation: :silu,
+         num_key_value_heads: 2,
+         max_positions: 8,
+         rotary_embedding_scaling_strategy: longrope
+       ]},
+      {Bumblebee.Text.NomicBert, :base, []},
+      {Bumblebee.Text.ModernBert, :base, []},
+      {Bumblebee.Text.Gemma3Text, :for_causal_language_modeling,
+       [num_key_value_heads: 2, attention_head_size: 8]}
+    ]
+
+    ids = Nx.tensor([[1, 5, 9, 3, 7, 2, 11, 4, 6, 8], [3, 5, 9, 3, 8, 1, 12, 2, 0, 0]])
+    inputs = %{"input_ids" => ids, "attention_mask" => Nx.not_equal(ids, 0)}
+
+    for {module, architecture, opts} <- cases do
+      spec = Bumblebee.configure(module, [architecture: architecture] ++ tiny ++ opts)
+      model = Bumblebee.build_model(spec)
+      {fast, summary} = FastKernels.rewrite(model)
+      assert %{rotary_embedding: 2, attention: 2, attention_skipped: 0} = summary
+
+      if module == Bumblebee.Text.ModernBert, do: assert(summary.layer_norm == 0)
+
+      params = init(model, inputs)
+      output = if architecture == :base, do: :hidden_state, else: :logits
+      want = Map.fetch!(predict(model, params, inputs), output)
+      got = Map.fetch!(predict(fast, params, inputs), output)
+      assert max_rel_error(got, want) < 1.0e-5, inspect(module)
+    end
+  end
+
   defp tiny_bert do
     # Bumblebee's default attention dropout (0.1) stays: it acts in training only.
     Bumblebee.configure(Bumblebee.Text.Bert,
