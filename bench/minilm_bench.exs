@@ -12,7 +12,8 @@ device = if flags[:gpu], do: :gpu, else: :cpu
 Nx.global_default_backend({Emily.Backend, device: device})
 dir = Examples.Models.dir!("all-minilm-l6-v2")
 {:ok, model} = Bumblebee.load_model({:local, dir})
-# As the demo runs it: layer norms on Emily.Fast kernels (--stock: Bumblebee's graph).
+# As the demo runs it: layer norms and attention on Emily.Fast kernels
+# (Emily.Bumblebee.FastKernels; --stock: Bumblebee's graph).
 model =
   if flags[:stock],
     do: model,

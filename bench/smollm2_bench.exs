@@ -13,7 +13,8 @@ device = if flags[:gpu], do: :gpu, else: :cpu
 Nx.global_default_backend({Emily.Backend, device: device})
 path = Path.join(Examples.Models.dir!("smollm2"), "SmolLM2-135M-Instruct.Q4_1.gguf")
 {:ok, model_info} = Emily.Bumblebee.GGUF.load_model(path)
-# As the demo runs it: RMS norms on Emily.Fast kernels (--stock: Bumblebee's graph).
+# As the demo runs it: RMS norms, rotary embeddings and attention on Emily.Fast
+# kernels (Emily.Bumblebee.FastKernels; --stock: Bumblebee's graph).
 model_info =
   if flags[:stock],
     do: model_info,

@@ -48,7 +48,8 @@ end
 
 spinner = spin.("loading #{Path.basename(path)}")
 {:ok, model_info} = Emily.Bumblebee.GGUF.load_model(path)
-# RMS norms on Emily.Fast kernels (the stock graph composes them).
+# RMS norms, rotary embeddings and attention on Emily.Fast kernels (the stock
+# graph composes them).
 model_info = %{model_info | model: Emily.Bumblebee.FastKernels.apply(model_info.model)}
 {:ok, tokenizer} = Emily.Bumblebee.GGUF.load_tokenizer(path)
 

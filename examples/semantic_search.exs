@@ -20,7 +20,8 @@ queries =
 
 dir = Examples.Models.dir!("all-minilm-l6-v2")
 {load_us, {:ok, model}} = :timer.tc(fn -> Bumblebee.load_model({:local, dir}) end)
-# Layer norms on Emily.Fast kernels (the stock graph composes them).
+# Layer norms and attention on Emily.Fast kernels (the stock graph composes
+# them).
 model = %{model | model: Emily.Bumblebee.FastKernels.apply(model.model)}
 {:ok, tokenizer} = Bumblebee.load_tokenizer({:local, dir})
 

@@ -26,7 +26,12 @@ defmodule Emily.Telemetry do
       a `defn` function (a cache miss). Measurement `:duration` (native time
       units). Metadata `:mode` (`:program`, or `:evaluator` with a
       `:reason`), `:arity` and, for programs, `:nodes_before`,
-      `:nodes_after`, `:fused_kernels` and `:hooks`.
+      `:nodes_after`, `:fused_kernels` and `:hooks` (hooks inside `while`
+      loops included).
+    * `[:emily, :bumblebee, :fast_kernels]` — emitted by
+      `Emily.Bumblebee.FastKernels.apply/1`, with the counts of layers
+      rewritten as measurements (`:rms_norm`, `:layer_norm`,
+      `:rotary_embedding`, `:attention`, `:attention_skipped`).
 
   Spans measure as `:telemetry.span/3` does: `:start` has `:monotonic_time`
   and `:system_time`; `:stop` and `:exception` have `:duration` and

@@ -88,15 +88,24 @@ if Code.ensure_loaded?(Bumblebee) do
         )
 
       rewritten =
-        Axon.rewrite_nodes(model, fn %{id: id} ->
+        Axon.rewrite_nodes(model, fn %{id: id, policy: policy} ->
           case plans[id] do
-            {_kind, rewriter} -> rewriter
-            _ -> :skip
+            {_kind, rewriter} ->
+              fn inputs, stock -> keep_policy(rewriter.(inputs, stock), policy) end
+
+            _ ->
+              :skip
           end
         end)
 
       {rewritten, summary}
     end
+
+    # The new layer computes in the stock layer's precision: a model loaded
+    # with `type: :bf16` has bf16 policies, which Axon.layer/3 does not
+    # inherit (it would compute the kernel in f32, with casts around it).
+    defp keep_policy(%Axon{output: id, nodes: nodes} = layer, policy),
+      do: %{layer | nodes: Map.update!(nodes, id, &%{&1 | policy: policy})}
 
     # {kind, rewriter} for a node to rewrite, :attention_skipped for a stock
     # attention that stays, :skip for anything else.

@@ -118,6 +118,23 @@ defmodule Emily.Bumblebee.FastKernelsTest do
     check_decoder(tiny_decoder(Bumblebee.Text.Mistral, attention_window_size: 3), generate: true)
   end
 
+  test "rewritten layers keep the stock layers' precision (a bf16 model stays bf16)" do
+    spec = tiny_decoder(Bumblebee.Text.Qwen3, attention_head_size: 16)
+    model = Bumblebee.build_model(spec, type: :bf16)
+
+    policies = fn model, ops ->
+      model
+      |> Axon.reduce_nodes([], fn node, acc -> [{node.op_name, node.policy.compute} | acc] end)
+      |> Enum.filter(fn {op, _} -> op in ops end)
+      |> Enum.uniq()
+      |> Enum.sort()
+    end
+
+    assert policies.(model, [:rms_norm]) == [rms_norm: {:bf, 16}]
+    fast = FastKernels.apply(model)
+    assert policies.(fast, [:rms_norm, :custom]) == [custom: {:bf, 16}, rms_norm: {:bf, 16}]
+  end
+
   test "tiny T5 (relative bias, cross-attention, encoder-decoder cache): logits and generation" do
     spec =
       Bumblebee.configure(Bumblebee.Text.T5,
