@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_THREADS 64
@@ -19,7 +20,7 @@
  * decode step runs hundreds of short regions a few microseconds apart: a
  * futex sleep and wake-up per region cost about as much as the work. The
  * bound keeps an idle pool from taking a core from the VM for long. */
-#define SPIN_ROUNDS 20000 /* about 20-60 us of pause instructions */
+#define SPIN_NS 20000 /* 20 us */
 
 static struct {
     pthread_once_t once;
@@ -51,6 +52,32 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Spins until done(ctx) or SPIN_NS have passed (a pause instruction costs
+ * 10 to 150 cycles depending on the processor: time, not a count, bounds
+ * the spin). */
+static bool spin_until(bool (*done)(void *), void *ctx) {
+    uint64_t deadline = 0;
+    for (unsigned i = 0;; i++) {
+        if (done(ctx))
+            return true;
+        if ((i & 63) == 0) {
+            uint64_t t = now_ns();
+            if (deadline == 0)
+                deadline = t + SPIN_NS;
+            else if (t >= deadline)
+                return false;
+        }
+        cpu_relax();
+    }
+}
+
+
 static void run_chunks(void) {
     for (;;) {
         int64_t begin = atomic_fetch_add(&pool.next, pool.chunk);
@@ -64,13 +91,20 @@ static void run_chunks(void) {
 /* The generation after `seen`: spin a while, then sleep until the caller
  * of the next region bumps it (it does so under the lock and wakes
  * sleepers, so the test-then-wait below cannot miss it). */
+static bool generation_moved(void *seen) {
+    return atomic_load_explicit(&pool.generation, memory_order_acquire) !=
+           *(uint64_t *)seen;
+}
+
+static bool workers_done(void *unused) {
+    (void)unused;
+    return atomic_load_explicit(&pool.busy_workers, memory_order_acquire) ==
+           0;
+}
+
 static uint64_t next_generation(uint64_t seen) {
-    for (int i = 0; i < SPIN_ROUNDS; i++) {
-        uint64_t g = atomic_load_explicit(&pool.generation, memory_order_acquire);
-        if (g != seen)
-            return g;
-        cpu_relax();
-    }
+    if (spin_until(generation_moved, &seen))
+        return atomic_load_explicit(&pool.generation, memory_order_acquire);
     pthread_mutex_lock(&pool.lock);
     while (atomic_load(&pool.generation) == seen) {
         pool.sleepers++;
@@ -166,14 +200,7 @@ void em__parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx) {
 
     run_chunks();
 
-    bool finished = false;
-    for (int i = 0; i < SPIN_ROUNDS && !finished; i++) {
-        finished = atomic_load_explicit(&pool.busy_workers,
-                                        memory_order_acquire) == 0;
-        if (!finished)
-            cpu_relax();
-    }
-    if (!finished) {
+    if (!spin_until(workers_done, NULL)) {
         pthread_mutex_lock(&pool.lock);
         while (atomic_load(&pool.busy_workers) > 0)
             pthread_cond_wait(&pool.done, &pool.lock);
