@@ -27,6 +27,16 @@ defmodule Emily.Compiler do
       process's default backend when that is `Emily.Backend` (so
       `Nx.global_default_backend({Emily.Backend, device: :gpu})` is all a
       GPU program needs), else `:cpu`.
+    * `:cuda_graph` (default `false`) - on a GPU, replay the program as one
+      CUDA graph: the first call runs it the ordinary way and records its
+      kernels once into a graph on buffers the program owns; later calls
+      copy the arguments in, launch the graph once and copy the results
+      out (a step bound by kernel launches gets much faster). A program
+      that cannot be captured (a `while` loop, an op that reads a value on
+      the host, a node on the CPU) runs the ordinary way; the reason is in
+      `Emily.Native.program_stats/1` (`cuda_graph: :fallback`,
+      `cuda_graph_reason`). Results are those of the ordinary replay. No
+      effect on the CPU.
     * `:hooks` - Nx's map of hook overrides (see `Nx.Defn.Kernel.hook/3`).
     * `:max_concurrency` (default 1) - partitions an `Nx.Serving` starts
       (`__partitions_options__/1`).
@@ -99,8 +109,8 @@ defmodule Emily.Compiler do
 
   Programs are cached in an ETS table shared by all processes, by the
   function (Nx's key), the shapes, types, names and vectorized axes of the
-  arguments with their container structure, and the `:fuse` and `:device`
-  options. A hit costs one ETS lookup: the expression is not rebuilt nor
+  arguments with their container structure, and the `:fuse`, `:cuda_graph`
+  and `:device` options. A hit costs one ETS lookup: the expression is not rebuilt nor
   walked. The table keeps the #{512} most recently used programs.
   `cache_info/0` gives the counters; `clear_cache/0` empties it. Each
   compilation (a miss) emits `[:emily, :defn, :compile]`.
@@ -192,13 +202,23 @@ defmodule Emily.Compiler do
   # monotonic unique integers, ordered across processes.
   defp fetch(key, vars, fun, opts) do
     fuse = Keyword.get(opts, :fuse, true)
+    options = program_options(fuse, Keyword.get(opts, :cuda_graph, false))
     device = device(opts)
 
     if small?(key) do
-      fetch_cached({key, fuse, device, vars_key(vars)}, vars, fun, fuse, device)
+      fetch_cached({key, options, device, vars_key(vars)}, vars, fun, options, device)
     else
-      compile(vars, fun, fuse, device)
+      compile(vars, fun, options, device)
     end
+  end
+
+  # What Native.program_new/4 takes: the fuse boolean, or a map when a CUDA
+  # graph is asked for.
+  defp program_options(fuse, true), do: %{fuse: fuse, cuda_graph: true}
+  defp program_options(fuse, _cuda_graph), do: fuse
+
+  defp fuse?(%{fuse: fuse}), do: fuse
+  defp fuse?(fuse), do: fuse
   end
 
   # Nx's key is the function: a closure over a large term (an expression
@@ -229,11 +249,11 @@ defmodule Emily.Compiler do
   defp small(binary, budget) when is_binary(binary), do: budget - div(byte_size(binary), 64) - 1
   defp small(_other, budget), do: budget - 1
 
-  defp fetch_cached(cache_key, vars, fun, fuse, device) do
+  defp fetch_cached(cache_key, vars, fun, options, device) do
     case lookup(cache_key) do
       nil ->
         :ets.update_counter(@table, :stats, {3, 1})
-        entry = compile(vars, fun, fuse, device)
+        entry = compile(vars, fun, options, device)
 
         row = {cache_key, entry, :erlang.unique_integer([:monotonic, :positive]), 0}
         if :ets.insert_new(@table, row), do: evict()
@@ -284,7 +304,8 @@ defmodule Emily.Compiler do
 
   # ---- compile ---------------------------------------------------------------
 
-  defp compile(vars, fun, fuse, device) do
+  defp compile(vars, fun, options, device) do
+    fuse = fuse?(options)
     start = System.monotonic_time()
     backend_opts = [device: device]
     device_index = Lower.device_index(backend_opts)
@@ -325,7 +346,7 @@ defmodule Emily.Compiler do
         # The program's inputs are the parameters the expression reads: the
         # arguments of the others are never asked for (see run/6).
         inputs = Enum.map(used, &Enum.at(placeholders, &1))
-        program = Native.program_new(inputs, user_refs ++ program_outputs, fuse, false)
+        program = Native.program_new(inputs, user_refs ++ program_outputs, options, false)
         {:program, program, out_template, length(user_refs), hook_specs, device_index, used}
       catch
         {:emily_fallback, reason} -> {:evaluator, reason, device}
