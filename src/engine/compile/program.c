@@ -572,11 +572,12 @@ em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
         return em__fail(EM_ERR_ARGUMENT, "program_run: NULL argument");
     if (em__program_graph_usable(p->graph))
         return em__program_graph_run(p, p->graph, inputs, n_in, outputs_out);
-    return em__program_run_plain(p, inputs, n_in, outputs_out);
+    return em__program_run_plain(p, inputs, n_in, NULL, outputs_out);
 }
 
 em_status em__program_run_plain(em_program *p, em_array *const *inputs,
-                                size_t n_in, em_array **outputs_out) {
+                                size_t n_in, em_array *const *replace,
+                                em_array **outputs_out) {
     const em__tape *t = &p->tape;
     if (n_in != t->ninputs)
         return em__fail(EM_ERR_ARGUMENT,
@@ -604,6 +605,11 @@ em_status em__program_run_plain(em_program *p, em_array *const *inputs,
     em_array *args_small[64];
     for (; cloned < t->len; cloned++) {
         const em_array *tmpl = t->nodes[cloned];
+        if (replace && replace[cloned]) {
+            em_array_retain(replace[cloned]);
+            values[base + cloned] = replace[cloned];
+            continue;
+        }
         em_array **args = args_small;
         if (tmpl->ninputs > 64) {
             args = malloc(sizeof *args * (size_t)tmpl->ninputs);

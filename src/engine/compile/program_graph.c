@@ -57,6 +57,10 @@ struct em__program_graph {
     size_t *part_offset; /* byte offset of each output in the packed buffer */
     size_t packed_bytes;
     em_array **stable;   /* nin evaluated, row-major arrays the graph reads */
+    /* Per tape node: the upload of a CPU constant (a number that followed
+     * its GPU operands), made once before the capture; else NULL. */
+    em_array **uploads;
+    size_t ntape;
     graph_output *outs;  /* nout */
     em__gpu_pool *pool;  /* every block the recorded work uses */
     void *exec;          /* the instantiated graph */
@@ -73,6 +77,14 @@ static atomic_uint_fast64_t last_graph_stream;
 /* ---- building ----------------------------------------------------------- */
 
 static const em_prim graph_prim;
+
+/* A to_device of a CPU constant onto the graph's GPU: uploaded once before
+ * the capture (a transfer cannot be captured: it waits for the host). */
+static bool is_constant_upload(const em_array *n, em_device device) {
+    return strcmp(n->prim->name, "to_device") == 0 && n->device == device &&
+           n->ninputs == 1 && em__tape_is_constant(n->inputs[0]) &&
+           n->inputs[0]->device == EM_DEVICE_CPU;
+}
 
 /* Whether the program can be captured; the reason in g->reason if not. */
 static bool graph_check(em_program *p, em__program_graph *g) {
@@ -119,7 +131,8 @@ static bool graph_check(em_program *p, em__program_graph *g) {
                 set_reason(g, "%s reads a value on the host", n->prim->name);
                 return false;
             }
-            if (em__tape_is_constant(in) && in->device != g->device) {
+            if (em__tape_is_constant(in) && in->device != g->device &&
+                !is_constant_upload(n, g->device)) {
                 set_reason(g, "a constant of %s is on another device",
                            n->prim->name);
                 return false;
@@ -141,7 +154,9 @@ em_status em__program_graph_new(em_program *p, em__program_graph **out) {
     g->part_offset = calloc(g->nout ? g->nout : 1, sizeof *g->part_offset);
     g->stable = calloc(g->nin ? g->nin : 1, sizeof *g->stable);
     g->outs = calloc(g->nout ? g->nout : 1, sizeof *g->outs);
-    if (!g->part_offset || !g->stable || !g->outs) {
+    g->ntape = t->len;
+    g->uploads = calloc(t->len ? t->len : 1, sizeof *g->uploads);
+    if (!g->part_offset || !g->stable || !g->outs || !g->uploads) {
         em__program_graph_free(g);
         return em__fail(EM_ERR_OOM, "cuda graph: out of memory");
     }
@@ -172,12 +187,16 @@ static void graph_drop(em__program_graph *g) {
         em_array_release(g->stable[i]);
         g->stable[i] = NULL;
     }
+    for (size_t i = 0; g->uploads && i < g->ntape; i++) {
+        em_array_release(g->uploads[i]);
+        g->uploads[i] = NULL;
+    }
 }
 
 void em__program_graph_free(em__program_graph *g) {
     if (!g)
         return;
-    if (g->stable)
+    if (g->stable && g->uploads)
         graph_drop(g);
     if (g->stream)
         em__gpu_stream_retire(g->stream_id);
@@ -185,6 +204,7 @@ void em__program_graph_free(em__program_graph *g) {
     free(g->part_offset);
     free(g->stable);
     free(g->outs);
+    free(g->uploads);
     free(g);
 }
 
@@ -241,7 +261,7 @@ static em_status run_plain_into(em_program *p, em__program_graph *g,
     em_array **outs = calloc(g->nout, sizeof *outs);
     if (!outs)
         return em__fail(EM_ERR_OOM, "cuda_graph: out of memory");
-    em_status st = em__program_run_plain(p, args, g->nin, outs);
+    em_status st = em__program_run_plain(p, args, g->nin, NULL, outs);
     if (st == EM_OK)
         st = em__eval_arrays(outs, g->nout);
     for (size_t i = 0; st == EM_OK && i < g->nout; i++)
@@ -277,6 +297,19 @@ static em_status make_stable_inputs(em_program *p, em__program_graph *g) {
     return st;
 }
 
+static em_status upload_constants(em_program *p, em__program_graph *g) {
+    const em__tape *t = em__program_tape(p);
+    em_status st = EM_OK;
+    for (size_t i = 0; i < t->len && st == EM_OK; i++) {
+        if (!is_constant_upload(t->nodes[i], g->device))
+            continue;
+        st = em_to_device(t->nodes[i]->inputs[0], g->device, &g->uploads[i]);
+        if (st == EM_OK)
+            st = em__eval_arrays(&g->uploads[i], 1);
+    }
+    return st;
+}
+
 /* Constants are read by the recorded kernels: order this stream after
  * their last use now (a capture cannot wait for another stream) and make
  * it their last stream. */
@@ -305,6 +338,8 @@ static void capture(em_program *p, em__program_graph *g) {
     if (st == EM_OK)
         st = make_stable_inputs(p, g);
     if (st == EM_OK)
+        st = upload_constants(p, g);
+    if (st == EM_OK)
         st = adopt_constants(p, g, api, ord, g->stream);
     if (st == EM_OK)
         st = em__gpu_pool_new(g->device, &g->pool);
@@ -321,7 +356,7 @@ static void capture(em_program *p, em__program_graph *g) {
         goto failed;
     }
     em_array **outs = calloc(g->nout, sizeof *outs);
-    st = outs ? em__program_run_plain(p, g->stable, g->nin, outs)
+    st = outs ? em__program_run_plain(p, g->stable, g->nin, g->uploads, outs)
               : em__fail(EM_ERR_OOM, "cuda_graph: out of memory");
     if (st == EM_OK)
         st = em__eval_arrays(outs, g->nout);

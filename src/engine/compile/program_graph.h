@@ -25,8 +25,11 @@ em_status em__program_graph_run(em_program *p, em__program_graph *g,
 void em__program_graph_stats(em__program_graph *g, em_program_stats *out);
 
 /* program.c: the ordinary replay, and the parts of a program read here. */
+/* replace: NULL, or per tape node an evaluated array used instead of its
+ * clone (NULL entries are cloned as usual). */
 em_status em__program_run_plain(em_program *p, em_array *const *inputs,
-                                size_t n_in, em_array **outputs_out);
+                                size_t n_in, em_array *const *replace,
+                                em_array **outputs_out);
 em_status em__program_check_input(const em_program *p, size_t i,
                                   const em_array *given);
 const em__tape *em__program_tape(const em_program *p);
