@@ -219,7 +219,6 @@ defmodule Emily.Compiler do
 
   defp fuse?(%{fuse: fuse}), do: fuse
   defp fuse?(fuse), do: fuse
-  end
 
   # Nx's key is the function: a closure over a large term (an expression
   # graph, as Nx.Defn.Graph's stages hold) is not cached, because ETS
