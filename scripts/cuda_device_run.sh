@@ -54,7 +54,8 @@ if [ -n "${EXSTAGE:-}" ]; then
   # Nx on {Emily.Backend, device: :gpu}: the GPU tests, then Nx's doctests
   # and the differential test against Nx.BinaryBackend with Emily's side on
   # the GPU (EMILY_TEST_DEVICE=gpu).
-  for file in test/emily/gpu_test.exs test/nx/nx_doctest_test.exs \
+  for file in test/emily/gpu_test.exs test/emily/compiler/cuda_graph_test.exs \
+              test/nx/nx_doctest_test.exs \
               test/emily/backend/differential_test.exs; do
     echo "== ExUnit $file (GPU)"
     log="$OUT/exunit_$(basename "$file" .exs).log"

@@ -176,8 +176,9 @@ em_status em__program_graph_new(em_program *p, em__program_graph **out) {
 static void graph_drop(em__program_graph *g) {
     const em_cuda_api *api = NULL;
     int ord = 0;
-    bool backend = em__gpu_backend(g->device, &api, &ord) == EM_OK;
-    if (g->exec && backend)
+    /* Only a captured graph (hence a GPU device with its backend loaded)
+     * asks for the backend here: a program on the CPU never loads it. */
+    if (g->exec && em__gpu_backend(g->device, &api, &ord) == EM_OK)
         api->graph_destroy(ord, g->exec, g->stream);
     g->exec = NULL;
     /* After the launches: blocks handed out again wait for g->stream. */
