@@ -77,3 +77,8 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "== bench"
   PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-240}" python3 bench/cuda_torch.py "$BIN/cuda_bench" 2>&1 | tee "$OUT/bench.log" | grep -v "^RESULT"
 fi
+# The decode step as a CUDA graph (when built: make build/cuda_graph_bench).
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$BIN/cuda_graph_bench" ]; then
+  echo "== cuda_graph_bench"
+  timeout "${BENCH_TIMEOUT:-240}" "$BIN/cuda_graph_bench" 2>&1 | tee "$OUT/cuda_graph_bench.log"
+fi
