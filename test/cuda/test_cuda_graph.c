@@ -12,6 +12,7 @@
 #include "emily_attention.h"
 #include "emily_compile.h"
 #include "emily_fast.h"
+#include "emily_linalg.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -379,6 +380,65 @@ static void while_falls_back(void) {
     em_program_release(outer);
 }
 
+/* A capture that fails midway (cholesky reads its info on the host, a
+ * synchronisation the capture cannot record): the run that tried still
+ * gives the ordinary results, the program is marked FALLBACK with the
+ * reason, and later runs are ordinary replays. */
+static void capture_failure_falls_back(void) {
+    enum { N = 8 };
+    int64_t shape[2] = {N, N};
+    em_program *prog[2] = {NULL, NULL}; /* plain, cuda_graph */
+    for (int k = 0; k < 2; k++) {
+        em_device old = em_set_default_device(GPU);
+        em_array *a = NULL, *l = NULL, *y = NULL;
+        die_on(em_placeholder(EM_F32, shape, 2, &a), "placeholder");
+        scratch s = {.n = 0};
+        die_on(em_cholesky(a, &l), "cholesky");
+        if (l)
+            y = binary(&s, EM_BINARY_multiply, keep(&s, l), number(&s, 2));
+        em_set_default_device(old);
+        em_program_options o = {.cuda_graph = k == 1};
+        if (y)
+            die_on(em_program_new(&a, 1, &y, 1, &o, &prog[k]), "program");
+        scratch_free(&s);
+        em_array_release(a);
+    }
+    for (int r = 0; prog[0] && prog[1] && r < 3; r++) {
+        /* x x^T + N I: symmetric positive definite. */
+        em_array *x = random_array(EM_F32, shape, 2, false, 0), *xt = NULL,
+                 *xxt = NULL, *eye = NULL, *n = NULL, *ni = NULL, *spd = NULL,
+                 *g = NULL;
+        int perm[2] = {1, 0};
+        die_on(em_transpose(x, perm, 2, &xt), "transpose");
+        die_on(em_matmul(x, xt, &xxt), "matmul");
+        die_on(em_eye(shape, 2, 0, EM_F32, &eye), "eye");
+        die_on(em_scalar_f64(N, EM_F32, &n), "scalar");
+        die_on(em_binary(EM_BINARY_multiply, eye, n, &ni), "multiply");
+        die_on(em_binary(EM_BINARY_add, xxt, ni, &spd), "add");
+        die_on(em_to_device(spd, GPU, &g), "to_device");
+        em_array **plain = run(prog[0], &g, 1, 1);
+        em_array **graph = run(prog[1], &g, 1, 1);
+        record("cuda_graph", "capture failure: same bytes as the ordinary "
+               "replay", plain && graph && same_bytes(plain[0], graph[0]), 0);
+        release_outputs(plain, 1);
+        release_outputs(graph, 1);
+        em_array *all[8] = {x, xt, xxt, eye, n, ni, spd, g};
+        for (int k = 0; k < 8; k++)
+            em_array_release(all[k]);
+    }
+    em_program_stats st = {0};
+    if (prog[1])
+        em_program_get_stats(prog[1], &st);
+    printf("  cholesky: %s\n", st.cuda_graph_reason);
+    record("cuda_graph", "capture failure: FALLBACK with the reason",
+           st.cuda_graph == EM_CUDA_GRAPH_FALLBACK &&
+               strstr(st.cuda_graph_reason, "capture failed") != NULL &&
+               st.cuda_graph_replays == 0 && st.cuda_graph_bytes == 0,
+           0);
+    em_program_release(prog[0]);
+    em_program_release(prog[1]);
+}
+
 /* 100 replays: the device memory in use does not grow. */
 static void replays_do_not_grow(void) {
     const graph_case *c = &cases[0];
@@ -415,5 +475,6 @@ void test_cuda_graph(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i]);
     while_falls_back();
+    capture_failure_falls_back();
     replays_do_not_grow();
 }
