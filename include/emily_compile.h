@@ -62,6 +62,8 @@ typedef struct em_program_options {
      * them; each run takes them (or arrays of the same dtype, shape and
      * layout) as inputs n_in .. n_in + captures - 1. */
     bool capture_outer;
+    /* Replay on a GPU as one CUDA graph (see "CUDA graphs" below). */
+    bool cuda_graph;
 } em_program_options;
 
 /* Record the graph from `placeholders` (n_in distinct placeholders, each
@@ -102,6 +104,28 @@ void em_program_output_info(const em_program *p, size_t i, em_dtype *dtype,
 em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
                          em_array **outputs_out);
 
+/* CUDA graphs. A program built with cuda_graph set whose whole tape runs
+ * on one GPU (every node, input and constant there; no outer captures; no
+ * output that is an input or a constant) is replayed through one lazy
+ * "cuda_graph" node: its first evaluation runs the program the ordinary
+ * way (the warm-up: NVRTC compiles, cuBLAS handles, allocator growth), then
+ * records the same work once more into a CUDA graph (stream capture) on
+ * buffers the program owns; each later evaluation copies the arguments
+ * into those buffers, launches the graph once and copies the outputs out
+ * into fresh arrays (so outputs of earlier runs stay valid). An operation
+ * that cannot be captured (a host read: a while loop's condition, linalg
+ * info, a host transfer; a CPU node) makes the capture fail: the program is
+ * then marked not capturable, with the reason in its stats, and runs the
+ * ordinary way from then on. Results are those of the ordinary replay
+ * (same kernels, same order). The graph and its device memory are freed
+ * with the program. Without a GPU the option changes nothing. */
+enum em_cuda_graph_state {
+    EM_CUDA_GRAPH_OFF = 0,      /* not asked for */
+    EM_CUDA_GRAPH_PENDING = 1,  /* capturable; captured at the first run */
+    EM_CUDA_GRAPH_CAPTURED = 2, /* runs launch the graph */
+    EM_CUDA_GRAPH_FALLBACK = 3, /* not capturable: cuda_graph_reason */
+};
+
 typedef struct em_program_stats {
     size_t nodes_before;     /* traced op nodes (placeholders not counted) */
     size_t nodes_after;      /* op nodes replayed per run */
@@ -109,6 +133,11 @@ typedef struct em_program_stats {
     size_t constants;        /* arrays with data captured by reference */
     size_t constants_merged; /* duplicate constants merged */
     int fused_kernels;       /* kernels made by the fusion pass */
+    int cuda_graph;          /* enum em_cuda_graph_state */
+    int64_t cuda_graph_nodes;   /* nodes of the captured graph */
+    int64_t cuda_graph_replays; /* graph launches so far */
+    size_t cuda_graph_bytes;    /* device memory the graph owns */
+    char cuda_graph_reason[192]; /* why FALLBACK (empty otherwise) */
 } em_program_stats;
 
 void em_program_get_stats(const em_program *p, em_program_stats *out);

@@ -54,7 +54,8 @@ if [ -n "${EXSTAGE:-}" ]; then
   # Nx on {Emily.Backend, device: :gpu}: the GPU tests, then Nx's doctests
   # and the differential test against Nx.BinaryBackend with Emily's side on
   # the GPU (EMILY_TEST_DEVICE=gpu).
-  for file in test/emily/gpu_test.exs test/nx/nx_doctest_test.exs \
+  for file in test/emily/gpu_test.exs test/emily/compiler/cuda_graph_test.exs \
+              test/nx/nx_doctest_test.exs \
               test/emily/backend/differential_test.exs; do
     echo "== ExUnit $file (GPU)"
     log="$OUT/exunit_$(basename "$file" .exs).log"
@@ -75,4 +76,9 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "== bench"
   PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-240}" python3 bench/cuda_torch.py "$BIN/cuda_bench" 2>&1 | tee "$OUT/bench.log" | grep -v "^RESULT"
+fi
+# The decode step as a CUDA graph (when built: make build/cuda_graph_bench).
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$BIN/cuda_graph_bench" ]; then
+  echo "== cuda_graph_bench"
+  timeout "${BENCH_TIMEOUT:-240}" "$BIN/cuda_graph_bench" 2>&1 | tee "$OUT/cuda_graph_bench.log"
 fi

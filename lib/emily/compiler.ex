@@ -27,6 +27,16 @@ defmodule Emily.Compiler do
       process's default backend when that is `Emily.Backend` (so
       `Nx.global_default_backend({Emily.Backend, device: :gpu})` is all a
       GPU program needs), else `:cpu`.
+    * `:cuda_graph` (default `false`) - on a GPU, replay the program as one
+      CUDA graph: the first call runs it the ordinary way and records its
+      kernels once into a graph on buffers the program owns; later calls
+      copy the arguments in, launch the graph once and copy the results
+      out (a step bound by kernel launches gets much faster). A program
+      that cannot be captured (a `while` loop, an op that reads a value on
+      the host, a node on the CPU) runs the ordinary way; the reason is in
+      `Emily.Native.program_stats/1` (`cuda_graph: :fallback`,
+      `cuda_graph_reason`). Results are those of the ordinary replay. No
+      effect on the CPU.
     * `:hooks` - Nx's map of hook overrides (see `Nx.Defn.Kernel.hook/3`).
     * `:max_concurrency` (default 1) - partitions an `Nx.Serving` starts
       (`__partitions_options__/1`).
@@ -114,8 +124,8 @@ defmodule Emily.Compiler do
 
   Programs are cached in an ETS table shared by all processes, by the
   function (Nx's key), the shapes, types, names and vectorized axes of the
-  arguments with their container structure, and the `:fuse` and `:device`
-  options. A hit costs one ETS lookup: the expression is not rebuilt nor
+  arguments with their container structure, and the `:fuse`, `:cuda_graph`
+  and `:device` options. A hit costs one ETS lookup: the expression is not rebuilt nor
   walked. The table keeps the #{512} most recently used programs.
   `cache_info/0` gives the counters; `clear_cache/0` empties it. Each
   compilation (a miss) emits `[:emily, :defn, :compile]`.
@@ -207,11 +217,12 @@ defmodule Emily.Compiler do
   # monotonic unique integers, ordered across processes.
   defp fetch(key, vars, fun, opts) do
     fuse = Keyword.get(opts, :fuse, true)
+    options = program_options(fuse, Keyword.get(opts, :cuda_graph, false))
     device = device(opts)
     # Named hooks without a callback run only when overridden: which are
     # is part of the program (the others are dropped), not their functions.
     overrides = opts |> Keyword.get(:hooks, %{}) |> Map.keys() |> MapSet.new()
-    build = {fuse, device, overrides}
+    build = {options, device, overrides}
 
     if small?(key) do
       fetch_cached({key, build, vars_key(vars)}, vars, fun, build)
@@ -219,6 +230,14 @@ defmodule Emily.Compiler do
       compile(vars, fun, build)
     end
   end
+
+  # What Native.program_new/4 takes: the fuse boolean, or a map when a CUDA
+  # graph is asked for.
+  defp program_options(fuse, true), do: %{fuse: fuse, cuda_graph: true}
+  defp program_options(fuse, _cuda_graph), do: fuse
+
+  defp fuse?(%{fuse: fuse}), do: fuse
+  defp fuse?(fuse), do: fuse
 
   # Nx's key is the function: a closure over a large term (an expression
   # graph, as Nx.Defn.Graph's stages hold) is not cached, because ETS
@@ -303,7 +322,8 @@ defmodule Emily.Compiler do
 
   # ---- compile ---------------------------------------------------------------
 
-  defp compile(vars, fun, {fuse, device, overrides}) do
+  defp compile(vars, fun, {options, device, overrides}) do
+    fuse = fuse?(options)
     start = System.monotonic_time()
     backend_opts = [device: device]
     device_index = Lower.device_index(backend_opts)
@@ -359,7 +379,7 @@ defmodule Emily.Compiler do
         inputs = Enum.map(used, &Enum.at(placeholders, &1))
         inputs = if taps == %{}, do: inputs, else: inputs ++ [channel.data.ref]
         outputs = user_refs ++ hook_refs ++ loop_refs
-        program = Native.program_new(inputs, outputs, fuse, false)
+        program = Native.program_new(inputs, outputs, options, false)
 
         {:program,
          %{

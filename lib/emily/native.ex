@@ -568,16 +568,24 @@ defmodule Emily.Native do
   def placeholder(_dtype, _shape, _device), do: nif_error()
 
   @doc """
-  A program from `placeholders` to `outputs` (lists of tensors). `fuse`:
-  run the fusion pass; `capture_outer`: pending tensors older than the
-  placeholders become extra inputs (a loop's closed-over values).
+  A program from `placeholders` to `outputs` (lists of tensors). `options`:
+  `fuse` (a boolean: run the fusion pass) or a map
+  `%{fuse: boolean, cuda_graph: boolean}` (`cuda_graph`: replay on a GPU as
+  one CUDA graph, see `Emily.Compiler`); `capture_outer`: pending tensors
+  older than the placeholders become extra inputs (a loop's closed-over
+  values).
   """
-  def program_new(_placeholders, _outputs, _fuse, _capture_outer), do: nif_error()
+  def program_new(_placeholders, _outputs, _options, _capture_outer), do: nif_error()
 
   @doc "Replays `program` on `inputs`: the list of its outputs, lazy."
   def program_run(_program, _inputs), do: nif_error()
 
-  @doc "Counters of a program: `%{nodes_before, nodes_after, cse_merged, constants, ...}`."
+  @doc """
+  Counters of a program: `%{nodes_before, nodes_after, cse_merged, constants, ...}`,
+  and its CUDA graph: `cuda_graph` (`:off | :pending | :captured | :fallback`),
+  `cuda_graph_nodes`, `cuda_graph_replays`, `cuda_graph_bytes` and
+  `cuda_graph_reason` (why `:fallback`, else `""`).
+  """
   def program_stats(_program), do: nif_error()
 
   @doc "A lazy loop over the `state` tensors with `cond` and `body` programs: the final state."

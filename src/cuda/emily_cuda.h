@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define EM_CUDA_API_VERSION 7
+#define EM_CUDA_API_VERSION 8
 #define EM_CUDA_MAX_NDIM 16 /* = EM_MAX_NDIM */
 #define EM_CUDA_MAX_IN 3
 
@@ -472,6 +472,19 @@ typedef struct em_cuda_api {
     /* ggml block formats (ggml.cu) */
     int (*ggml_dequantize)(int dev, const em_cuda_ggml *job);
     int (*ggml_matmul)(int dev, const em_cuda_ggml *job);
+    /* CUDA graphs of replayed programs (graph.cu). graph_begin starts a
+     * capture (cudaStreamCaptureModeThreadLocal) of this thread's current
+     * stream on dev; graph_end ends it: keep 0 discards the recording,
+     * otherwise it is instantiated into *exec (*nodes: its node count). A
+     * capture invalidated by an operation that cannot be captured fails in
+     * graph_end with the reason; the stream is no longer capturing after
+     * graph_end in every case. graph_launch queues *exec on this thread's
+     * current stream; graph_destroy waits for `stream` (where the launches
+     * were queued; NULL: no wait) and frees it. */
+    int (*graph_begin)(int dev);
+    int (*graph_end)(int dev, int keep, void **exec, int64_t *nodes);
+    int (*graph_launch)(int dev, void *exec);
+    void (*graph_destroy)(int dev, void *exec, void *stream);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

@@ -201,7 +201,14 @@ static int dev_malloc(int dev, size_t nbytes, void **out) {
     *out = nullptr;
     EMC_DEVICE(d, dev);
     (void)d;
+    // The allocation of a block for a captured CUDA graph happens while
+    // this thread captures (program_graph.c): the block is owned by the
+    // graph for its whole life, never freed or reallocated by a replay, so
+    // the capture need not see it. Relaxed mode lets cudaMalloc run then.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t e = cudaMalloc(out, nbytes);
+    cudaThreadExchangeStreamCaptureMode(&mode);
     if (e != cudaSuccess) {
         *out = nullptr;
         return cuda_fail(e, "cudaMalloc");
@@ -468,6 +475,11 @@ static int sdpa(int dev, const em_cuda_sdpa *job) {
     return launch_sdpa(d, job);
 }
 
+int graph_begin(int dev);
+int graph_end(int dev, int keep, void **exec, int64_t *nodes);
+int graph_launch(int dev, void *exec);
+void graph_destroy(int dev, void *exec, void *stream);
+
 static int fused(int dev, const em_cuda_fused *job) {
     EMC_DEVICE(d, dev);
     return launch_fused(dev, d, job);
@@ -524,6 +536,11 @@ static const em_cuda_api api = {
     // ggml block formats (ggml.cu)
     ggml_dequantize,
     ggml_matmul,
+    // CUDA graphs of replayed programs (graph.cu)
+    graph_begin,
+    graph_end,
+    graph_launch,
+    graph_destroy,
 };
 
 } // namespace emc

@@ -73,6 +73,17 @@ em_status em__buffer_external(const void *data, size_t nbytes,
 void em__buffer_retain(em_buffer *b);
 void em__buffer_release(em_buffer *b);
 
+/* The GPU blocks of a captured CUDA graph (alloc.c; program_graph.c uses
+ * it). While a pool is bound to a thread, that thread's allocations on the
+ * pool's device are recorded in it and the blocks it frees return to it,
+ * not to the heap, so the graph's addresses stay its own. em__gpu_pool_free
+ * gives every block back to the heap as last used on `stream`. */
+typedef struct em__gpu_pool em__gpu_pool;
+em_status em__gpu_pool_new(em_device device, em__gpu_pool **out);
+void em__gpu_pool_bind(em__gpu_pool *pool); /* NULL unbinds */
+size_t em__gpu_pool_bytes(const em__gpu_pool *pool);
+void em__gpu_pool_free(em__gpu_pool *pool, void *stream);
+
 /* ------------------------------------------------------------------------ */
 /* Primitives and nodes                                                      */
 /* ------------------------------------------------------------------------ */

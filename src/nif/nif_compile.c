@@ -2,8 +2,10 @@
  * nif_compile.c — NIFs for programs (include/emily_compile.h).
  *
  *   placeholder(dtype, shape)                 a traced input
- *   program_new(placeholders, outputs, fuse, capture_outer)
- *                                             a program resource
+ *   program_new(placeholders, outputs, options, capture_outer)
+ *                                             a program resource; options:
+ *                                             the fuse boolean, or a map
+ *                                             %{fuse: bool, cuda_graph: bool}
  *   program_run(program, inputs)              the outputs, lazy, as a list
  *   program_stats(program)                    a map of em_program_stats
  *   while_loop(cond, body, state)             the final state, lazy, a list
@@ -22,6 +24,7 @@
 #include "emily_compile.h"
 
 #include <stdio.h>
+#include <string.h>
 
 typedef struct nif_program {
     em_program *program; /* owned reference */
@@ -94,6 +97,23 @@ NIF_DECL(placeholder) {
     return nif_result(&c, st, &out);
 }
 
+/* A boolean (fuse) or a map with optional :fuse and :cuda_graph booleans. */
+static bool get_program_options(nif_call *c, ERL_NIF_TERM term,
+                                em_program_options *opts) {
+    if (!enif_is_map(c->env, term))
+        return nif_get_bool(c, term, "fuse", &opts->fuse);
+    const char *names[2] = {"fuse", "cuda_graph"};
+    bool *fields[2] = {&opts->fuse, &opts->cuda_graph};
+    for (int i = 0; i < 2; i++) {
+        ERL_NIF_TERM value;
+        if (enif_get_map_value(c->env, term, enif_make_atom(c->env, names[i]),
+                               &value) &&
+            !nif_get_bool(c, value, names[i], fields[i]))
+            return false;
+    }
+    return true;
+}
+
 NIF_DECL(program_new) {
     nif_call c = NIF_CALL(env, "program_new");
     em_array **ins = NULL, **outs = NULL;
@@ -102,7 +122,7 @@ NIF_DECL(program_new) {
     if (!nif_get_array_list(&c, argv[0], "placeholders", &ins, &n_in))
         return c.raised;
     if (!nif_get_array_list(&c, argv[1], "outputs", &outs, &n_out) ||
-        !nif_get_bool(&c, argv[2], "fuse", &opts.fuse) ||
+        !get_program_options(&c, argv[2], &opts) ||
         !nif_get_bool(&c, argv[3], "capture_outer", &opts.capture_outer)) {
         enif_free(ins);
         if (outs)
@@ -158,7 +178,15 @@ NIF_DECL(program_stats) {
         return c.raised;
     em_program_stats s;
     em_program_get_stats(prog, &s);
-    ERL_NIF_TERM keys[8] = {
+    static const char *graph_states[4] = {"off", "pending", "captured",
+                                          "fallback"};
+    int gs = s.cuda_graph >= 0 && s.cuda_graph < 4 ? s.cuda_graph : 0;
+    ERL_NIF_TERM reason;
+    size_t reason_len = strlen(s.cuda_graph_reason);
+    unsigned char *reason_bytes = enif_make_new_binary(env, reason_len, &reason);
+    if (reason_len)
+        memcpy(reason_bytes, s.cuda_graph_reason, reason_len);
+    ERL_NIF_TERM keys[13] = {
         enif_make_atom(env, "nodes_before"),
         enif_make_atom(env, "nodes_after"),
         enif_make_atom(env, "cse_merged"),
@@ -167,8 +195,13 @@ NIF_DECL(program_stats) {
         enif_make_atom(env, "fused_kernels"),
         enif_make_atom(env, "inputs"),
         enif_make_atom(env, "outputs"),
+        enif_make_atom(env, "cuda_graph"),
+        enif_make_atom(env, "cuda_graph_nodes"),
+        enif_make_atom(env, "cuda_graph_replays"),
+        enif_make_atom(env, "cuda_graph_bytes"),
+        enif_make_atom(env, "cuda_graph_reason"),
     };
-    ERL_NIF_TERM values[8] = {
+    ERL_NIF_TERM values[13] = {
         enif_make_uint64(env, s.nodes_before),
         enif_make_uint64(env, s.nodes_after),
         enif_make_uint64(env, s.cse_merged),
@@ -177,9 +210,14 @@ NIF_DECL(program_stats) {
         enif_make_int(env, s.fused_kernels),
         enif_make_uint64(env, em_program_num_inputs(prog)),
         enif_make_uint64(env, em_program_num_outputs(prog)),
+        enif_make_atom(env, graph_states[gs]),
+        enif_make_int64(env, s.cuda_graph_nodes),
+        enif_make_int64(env, s.cuda_graph_replays),
+        enif_make_uint64(env, s.cuda_graph_bytes),
+        reason,
     };
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, values, 8, &map);
+    enif_make_map_from_arrays(env, keys, values, 13, &map);
     return map;
 }
 

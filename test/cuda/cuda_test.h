@@ -102,6 +102,7 @@ void test_fusion(void); /* fused programs vs unfused, on the GPU */
 void test_fast(void);   /* test_fast.c: Emily.Fast norms, softmax, RoPE */
 void test_quant(void);  /* test_quant.c: affine quantization */
 void test_ggml(void);   /* test_ggml.c: ggml block formats */
+void test_cuda_graph(void); /* test_cuda_graph.c: programs as CUDA graphs */
 void test_attention(void); /* test_attention.c: em_sdpa */
 
 #endif

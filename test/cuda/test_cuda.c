@@ -1010,6 +1010,7 @@ int main(void) {
     test_in_range();
     test_streams();
     test_ggml();
+    test_cuda_graph();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
     em_memory_get_device_stats(GPU, &ms);

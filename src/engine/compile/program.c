@@ -19,6 +19,7 @@
  */
 #include "emily_compile.h"
 #include "ops/copy.h"
+#include "program_graph.h"
 #include "tape.h"
 
 #include <stdio.h>
@@ -68,6 +69,7 @@ struct em_program {
     size_t *slots;
     size_t *output_slots;
     em_program_stats stats;
+    em__program_graph *graph; /* cuda_graph asked for; program_graph.c */
 };
 
 static size_t slot_count(const em_program *p) {
@@ -87,6 +89,7 @@ static void tape_free(em__tape *t) {
 }
 
 static void program_free(em_program *p) {
+    em__program_graph_free(p->graph);
     tape_free(&p->tape);
     for (size_t i = 0; i < p->nconst; i++)
         em_array_release(p->constants[i]);
@@ -139,6 +142,25 @@ void em_program_output_info(const em_program *p, size_t i, em_dtype *dtype,
 
 void em_program_get_stats(const em_program *p, em_program_stats *out) {
     *out = p->stats;
+    em__program_graph_stats(p->graph, out);
+}
+
+/* ---- what program_graph.c reads -------------------------------------- */
+
+const em__tape *em__program_tape(const em_program *p) { return &p->tape; }
+
+size_t em__program_num_constants(const em_program *p) { return p->nconst; }
+
+em_array *em__program_constant(const em_program *p, size_t i) {
+    return p->constants[i];
+}
+
+em__program_graph *em__program_graph_of(const em_program *p) {
+    return p->graph;
+}
+
+size_t em__program_output_slot(const em_program *p, size_t i) {
+    return p->output_slots[i];
 }
 
 /* ---- programs as values ------------------------------------------------ */
@@ -456,6 +478,13 @@ em_status em_program_new(em_array *const *placeholders, size_t n_in,
     }
     p->stats.nodes_after = p->tape.len;
     p->stats.constants = p->nconst;
+    if (opts->cuda_graph) {
+        st = em__program_graph_new(p, &p->graph);
+        if (st != EM_OK) {
+            program_free(p);
+            return st;
+        }
+    }
     *out = p;
     return EM_OK;
 }
@@ -486,8 +515,8 @@ static bool same_shape(const em_array *a, const em_array *b) {
 /* The value a run gives to input i. Views in the tape were built against
  * the placeholder's layout (row-major, offset 0), so any other layout is
  * first copied into it. */
-static em_status bind_input(const em_program *p, size_t i, em_array *given,
-                            em_array **out) {
+em_status em__program_check_input(const em_program *p, size_t i,
+                                  const em_array *given) {
     const em_array *want = p->tape.inputs[i];
     if (!given)
         return em__fail(EM_ERR_ARGUMENT, "program_run: input %zu is NULL", i);
@@ -505,6 +534,15 @@ static em_status bind_input(const em_program *p, size_t i, em_array *given,
                         i, em_device_name(want->device, dw, sizeof dw),
                         em_device_name(given->device, dg, sizeof dg));
     }
+    return EM_OK;
+}
+
+static em_status bind_input(const em_program *p, size_t i, em_array *given,
+                            em_array **out) {
+    const em_array *want = p->tape.inputs[i];
+    em_status st = em__program_check_input(p, i, given);
+    if (st != EM_OK)
+        return st;
     if (i >= p->nplaceholders) {
         /* A capture: views may have been built on its own layout, which
          * replays reproduce. */
@@ -532,6 +570,14 @@ em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
                          em_array **outputs_out) {
     if (!p || (n_in && !inputs) || !outputs_out)
         return em__fail(EM_ERR_ARGUMENT, "program_run: NULL argument");
+    if (em__program_graph_usable(p->graph))
+        return em__program_graph_run(p, p->graph, inputs, n_in, outputs_out);
+    return em__program_run_plain(p, inputs, n_in, NULL, outputs_out);
+}
+
+em_status em__program_run_plain(em_program *p, em_array *const *inputs,
+                                size_t n_in, em_array *const *replace,
+                                em_array **outputs_out) {
     const em__tape *t = &p->tape;
     if (n_in != t->ninputs)
         return em__fail(EM_ERR_ARGUMENT,
@@ -559,6 +605,11 @@ em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
     em_array *args_small[64];
     for (; cloned < t->len; cloned++) {
         const em_array *tmpl = t->nodes[cloned];
+        if (replace && replace[cloned]) {
+            em_array_retain(replace[cloned]);
+            values[base + cloned] = replace[cloned];
+            continue;
+        }
         em_array **args = args_small;
         if (tmpl->ninputs > 64) {
             args = malloc(sizeof *args * (size_t)tmpl->ninputs);

@@ -186,6 +186,80 @@ static bool gpu_poison(void) {
     return cached;
 }
 
+/* ---- pools of captured CUDA graphs (program_graph.c) --------------------
+ *
+ * A captured graph keeps the device addresses its kernels were recorded
+ * with, so every block it uses must stay its own while it lives. While a
+ * pool is bound to the capturing thread, that thread's GPU allocations on
+ * the pool's device are recorded in it, and the blocks it frees go back to
+ * the pool (reused by the same capture, in stream order), never to the
+ * heap. The heap counts them as active until em__gpu_pool_free. */
+typedef struct pool_block {
+    void *data;
+    size_t capacity;
+    bool in_use;
+} pool_block;
+
+struct em__gpu_pool {
+    em_device device;
+    pool_block *blocks;
+    size_t len, cap;
+    size_t bytes;
+};
+
+static _Thread_local em__gpu_pool *bound_pool;
+
+em_status em__gpu_pool_new(em_device device, em__gpu_pool **out) {
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return em__fail(EM_ERR_OOM, "cuda graph: out of memory");
+    (*out)->device = device;
+    return EM_OK;
+}
+
+void em__gpu_pool_bind(em__gpu_pool *pool) { bound_pool = pool; }
+
+size_t em__gpu_pool_bytes(const em__gpu_pool *pool) {
+    return pool ? pool->bytes : 0;
+}
+
+/* A free block of the pool with this capacity, marked in use, or NULL. */
+static void *pool_take(em__gpu_pool *pool, size_t capacity) {
+    for (size_t i = 0; i < pool->len; i++)
+        if (!pool->blocks[i].in_use && pool->blocks[i].capacity == capacity) {
+            pool->blocks[i].in_use = true;
+            return pool->blocks[i].data;
+        }
+    return NULL;
+}
+
+static bool pool_record(em__gpu_pool *pool, void *data, size_t capacity) {
+    if (pool->len == pool->cap) {
+        size_t ncap = pool->cap * 2 + 16;
+        pool_block *grown = realloc(pool->blocks, ncap * sizeof *grown);
+        if (!grown)
+            return false;
+        pool->blocks = grown;
+        pool->cap = ncap;
+    }
+    pool->blocks[pool->len++] = (pool_block){data, capacity, true};
+    pool->bytes += capacity;
+    return true;
+}
+
+/* Whether data is one of the bound pool's blocks (then freed into it). */
+static bool pool_give_back(em_device device, void *data) {
+    em__gpu_pool *pool = bound_pool;
+    if (!pool || pool->device != device)
+        return false;
+    for (size_t i = 0; i < pool->len; i++)
+        if (pool->blocks[i].data == data) {
+            pool->blocks[i].in_use = false;
+            return true;
+        }
+    return false;
+}
+
 /* How far down a free list a GPU allocation looks for a block last used
  * on its own stream (reusable at once) before taking the head. */
 #define SAME_STREAM_SCAN 8
@@ -210,6 +284,17 @@ static em_status gpu_block_alloc(em_device device, size_t n, void **data,
         return em__fail(EM_ERR_OOM, "allocation of %zu bytes is too large", n);
     size_class(n, &cap);
     int cls = size_class(cap, &cap);
+    em__gpu_pool *pool =
+        bound_pool && bound_pool->device == device ? bound_pool : NULL;
+    if (pool) {
+        void *reused = pool_take(pool, cap);
+        if (reused) {
+            *data = reused;
+            *capacity = cap;
+            *stream = cur;
+            return EM_OK;
+        }
+    }
     pthread_mutex_lock(&h->lock);
     h->api = api;
     h->ordinal = ordinal;
@@ -219,7 +304,9 @@ static em_status gpu_block_alloc(em_device device, size_t n, void **data,
             break;
         link = &(*link)->next;
     }
-    if (!*link)
+    /* A capture cannot wait for another stream's event: a pool takes a
+     * cached block of its own stream or a fresh one. */
+    if (!*link && !pool)
         link = &h->free_lists[cls];
     free_block *b = *link;
     void *p = NULL, *last = NULL;
@@ -258,12 +345,17 @@ static em_status gpu_block_alloc(em_device device, size_t n, void **data,
     if (h->active > h->peak)
         h->peak = h->active;
     pthread_mutex_unlock(&h->lock);
+    if (pool && !pool_record(pool, p, cap)) {
+        gpu_block_free(device, p, cap, last ? last : cur);
+        return em__fail(EM_ERR_OOM, "cuda graph: out of memory");
+    }
     int rc = last && last != cur ? api->stream_wait(ordinal, last) : 0;
     if (rc == 0 && gpu_poison())
         rc = api->memset(ordinal, p, 0xff, cap);
     if (rc != 0) {
         em_status failed = em__gpu_fail(api, rc, "allocating GPU memory");
-        gpu_block_free(device, p, cap, last ? last : cur);
+        if (!pool_give_back(device, p))
+            gpu_block_free(device, p, cap, last ? last : cur);
         return failed;
     }
     *data = p;
@@ -378,12 +470,28 @@ void em__buffer_release(em_buffer *b) {
     if (!b ||
         atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1)
         return;
-    if (b->capacity && b->device != EM_DEVICE_CPU)
-        gpu_block_free(b->device, b->data, b->capacity,
-                       atomic_load_explicit(&b->stream, memory_order_acquire));
+    if (b->capacity && b->device != EM_DEVICE_CPU) {
+        if (!pool_give_back(b->device, b->data))
+            gpu_block_free(
+                b->device, b->data, b->capacity,
+                atomic_load_explicit(&b->stream, memory_order_acquire));
+    }
     else if (b->capacity)
         block_free(b->data, b->capacity);
     else if (b->release)
         b->release(b->release_ctx);
     free(b);
+}
+
+void em__gpu_pool_free(em__gpu_pool *pool, void *stream) {
+    if (!pool)
+        return;
+    if (bound_pool == pool)
+        bound_pool = NULL;
+    /* Blocks still "in use" belong to nobody but the graph now. */
+    for (size_t i = 0; i < pool->len; i++)
+        gpu_block_free(pool->device, pool->blocks[i].data,
+                       pool->blocks[i].capacity, stream);
+    free(pool->blocks);
+    free(pool);
 }

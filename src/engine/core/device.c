@@ -141,6 +141,7 @@ bool em_device_available(em_device device, const char **reason) {
 static _Thread_local uint64_t thread_stream, bound_stream;
 
 void em__set_thread_stream(uint64_t id) { thread_stream = id; }
+uint64_t em__thread_stream(void) { return thread_stream; }
 
 void em__gpu_stream_retire(uint64_t id) {
     if (atomic_load(&backend_ready))

@@ -23,6 +23,7 @@
 /* The engine stream id of the calling thread (0: none, the shared CUDA
  * stream); stream workers set theirs before running any job. */
 void em__set_thread_stream(uint64_t id);
+uint64_t em__thread_stream(void); /* the id set last on this thread */
 /* A retired engine stream: its CUDA streams go back to the plugin's pool
  * (nothing happens when the backend was never loaded). */
 void em__gpu_stream_retire(uint64_t id);
