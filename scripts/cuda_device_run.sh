@@ -64,6 +64,24 @@ if [ -n "${EXSTAGE:-}" ]; then
     echo "exit $?"
     grep -E "^\s+[0-9]+\) test|\*\* \(|tests?, " "$log" | head -30
   done
+  if [ "${MODELS:-0}" = 1 ]; then
+    # Bumblebee on the GPU (the stage's apps include Bumblebee and the
+    # tokenizers library when packed from a test build): Qwen3 against
+    # transformers' goldens, then the Qwen3-0.6B-shaped generation
+    # benchmark with its PyTorch counterpart.
+    echo "== ExUnit test/emily/bumblebee/qwen3_test.exs (GPU)"
+    EMILY_TEST_DEVICE=gpu ex -e 'Application.ensure_all_started(:emily); Application.ensure_all_started(:bumblebee)' \
+      -r test/test_helper.exs -r test/emily/bumblebee/qwen3_test.exs > "$OUT/exunit_qwen3.log" 2>&1
+    echo "exit $?"
+    grep -E "^\s+[0-9]+\) test|\*\* \(|tests?, " "$OUT/exunit_qwen3.log" | head -20
+    for args in "--gpu" "--gpu --stock"; do
+      echo "== bench/qwen3_bench.exs $args"
+      ex -e 'Application.ensure_all_started(:emily); Application.ensure_all_started(:bumblebee); Code.eval_file("bench/qwen3_bench.exs")' \
+        $args 2>&1 | tail -8
+    done
+    echo "== bench/qwen3_torch.py --gpu"
+    timeout "${BENCH_TIMEOUT:-240}" python3 bench/qwen3_torch.py --gpu 2>&1 | tail -8
+  fi
   for demo in "axon_digits.exs 10 --gpu" "mlp_digits.exs 12 --gpu" "serving.exs --gpu"; do
     echo "== examples/$demo"
     set -- $demo
