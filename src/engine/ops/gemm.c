@@ -27,10 +27,22 @@
                 tb ? CblasTrans : CblasNoTrans, m, n, k, SCALAR(one), a, lda,  \
                 b, ldb, SCALAR(beta), c, ldc);                                 \
     }
-DEFINE_BLAS_GEMM(em__gemm_f32, float, cblas_sgemm, BY_VALUE)
+DEFINE_BLAS_GEMM(em__gemm_f32_blas, float, cblas_sgemm, BY_VALUE)
 DEFINE_BLAS_GEMM(em__gemm_f64, double, cblas_dgemm, BY_VALUE)
 DEFINE_BLAS_GEMM(em__gemm_c64, em_c64_t, cblas_cgemm, BY_POINTER)
 DEFINE_BLAS_GEMM(em__gemm_c128, em_c128_t, cblas_zgemm, BY_POINTER)
+
+/* f32: our AVX-512 kernel where the CPU has AVX-512F (sgemm_avx512.c),
+ * OpenBLAS elsewhere and where the kernel declines (an allocation failed,
+ * an empty product). */
+void em__gemm_f32(bool ta, bool tb, int m, int n, int k, const void *a,
+                  int lda, const void *b, int ldb, bool accumulate, void *c,
+                  int ldc) {
+    if (em__sgemm_avx512_available() &&
+        em__sgemm_avx512(ta, tb, m, n, k, a, lda, b, ldb, accumulate, c, ldc))
+        return;
+    em__gemm_f32_blas(ta, tb, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
+}
 
 void openblas_set_num_threads(int num_threads);
 

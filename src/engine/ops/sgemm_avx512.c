@@ -1,0 +1,266 @@
+/*
+ * sgemm_avx512.c — f32 GEMM for CPUs with AVX-512F.
+ *
+ * Why: the OpenBLAS we link runs its AVX2 kernels on every CPU
+ * (OPENBLAS_CORETYPE is pinned to Haswell), a third of what AVX-512
+ * reaches on the same core. em__gemm_f32 (gemm.c) calls this when the CPU
+ * has AVX-512F; other CPUs keep OpenBLAS. Single-threaded: the thread pool
+ * splits the work (em__gemm_parallel).
+ *
+ * Layout (the usual Goto/BLIS scheme):
+ *   for each block of KC rows of op(B) (KC x n packed into NR-wide column
+ *   panels, zero-padded to a multiple of NR; read from L2/L3),
+ *     for each block of MC rows of op(A) (MC x KC packed into MR-tall row
+ *     panels, zero-padded; stays in L2),
+ *       for each B panel (KC x NR, 32 KiB at most: stays in L1),
+ *         for each A panel: an MR x NR tile of C held in 28 zmm registers,
+ *         one k step = two loads of B, MR broadcasts of A, 2*MR FMAs.
+ * Packing handles the four ta/tb layouts, so the micro-kernel sees one.
+ * Row edges use a kernel specialised for the rows left (no wasted FMAs),
+ * column edges masked loads and stores of C. The first KC block stores
+ * (or adds, when accumulating), later blocks add.
+ */
+#include "dot_cpu.h"
+
+#if defined(__x86_64__) && !defined(EM_SIMD_BASELINE)
+
+#include <immintrin.h>
+#include <stdlib.h>
+
+#define AVX512 __attribute__((target("avx512f")))
+
+enum {
+    MR = 14,      /* rows of the C tile: 14 x 2 accumulators + 2 B + 1 A */
+    NR = 32,      /* columns of the C tile: two zmm */
+    KC_MAX = 256, /* B panel KC x NR x 4 bytes = 32 KiB, in L1 */
+    MC_MAX = 12 * MR,  /* A block 168 x 256 x 4 = 168 KiB, in L2 */
+    NC_MAX = 4096,     /* B block up to 4 MiB (L3) */
+};
+
+bool em__sgemm_avx512_available(void) {
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx512f") ? 1 : 0;
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v == 1;
+}
+
+/* Per-thread packing buffers, grown on demand and kept: the pool's threads
+ * live as long as the process, and a fresh multi-megabyte allocation per
+ * call would be page-faulted in every time. */
+static _Thread_local float *packed_a, *packed_b;
+static _Thread_local size_t packed_a_len, packed_b_len;
+
+static float *reserve(float **buf, size_t *len, size_t want) {
+    if (*len >= want)
+        return *buf;
+    free(*buf);
+    *buf = aligned_alloc(64, (want * sizeof(float) + 63) & ~(size_t)63);
+    *len = *buf ? want : 0;
+    return *buf;
+}
+
+/* op(A) rows [0, mc), columns [0, kc) into panels of MR rows: panel r holds
+ * for each p the MR values op(A)[r*MR + i][p], rows past mc zero. */
+AVX512 static void pack_a(bool ta, int mc, int kc, const float *a, int lda,
+                          float *dst) {
+    for (int r0 = 0; r0 < mc; r0 += MR) {
+        int rows = mc - r0 < MR ? mc - r0 : MR;
+        if (ta) {
+            /* A stored (k, m): the panel's rows are contiguous in each
+             * stored row. */
+            for (int p = 0; p < kc; p++) {
+                const float *src = a + (size_t)p * lda + r0;
+                float *d = dst + (size_t)p * MR;
+                __mmask16 mask = (__mmask16)((1u << rows) - 1);
+                _mm512_mask_storeu_ps(d, 0x3fff,
+                                      _mm512_maskz_loadu_ps(mask, src));
+            }
+        } else {
+            /* A stored (m, k): transpose 16 k-values of each row at a time
+             * through scalar stores (the rows are read sequentially). */
+            for (int i = 0; i < MR; i++) {
+                float *d = dst + i;
+                if (i >= rows) {
+                    for (int p = 0; p < kc; p++)
+                        d[(size_t)p * MR] = 0;
+                    continue;
+                }
+                const float *src = a + (size_t)(r0 + i) * lda;
+                for (int p = 0; p < kc; p++)
+                    d[(size_t)p * MR] = src[p];
+            }
+        }
+        dst += (size_t)kc * MR;
+    }
+}
+
+/* op(B) rows [0, kc), columns [0, nc) into panels of NR columns: panel c
+ * holds for each p the NR values op(B)[p][c*NR + j], columns past nc
+ * zero. */
+AVX512 static void pack_b(bool tb, int kc, int nc, const float *b, int ldb,
+                          float *dst) {
+    for (int c0 = 0; c0 < nc; c0 += NR) {
+        int cols = nc - c0 < NR ? nc - c0 : NR;
+        if (!tb) {
+            __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffff
+                                                  : (1u << cols) - 1);
+            __mmask16 m1 = (__mmask16)(cols >= NR   ? 0xffff
+                                       : cols > 16 ? (1u << (cols - 16)) - 1
+                                                   : 0);
+            for (int p = 0; p < kc; p++) {
+                const float *src = b + (size_t)p * ldb + c0;
+                float *d = dst + (size_t)p * NR;
+                _mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, src));
+                _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+            }
+        } else {
+            /* B stored (n, k): column j of op(B) is stored row j. */
+            for (int j = 0; j < NR; j++) {
+                float *d = dst + j;
+                if (j >= cols) {
+                    for (int p = 0; p < kc; p++)
+                        d[(size_t)p * NR] = 0;
+                    continue;
+                }
+                const float *src = b + (size_t)(c0 + j) * ldb;
+                for (int p = 0; p < kc; p++)
+                    d[(size_t)p * NR] = src[p];
+            }
+        }
+        dst += (size_t)kc * NR;
+    }
+}
+
+/* C[0..ROWS)[0..NR) (columns masked by m0, m1) = or += the product of an
+ * A panel and a B panel over kc steps. Inlined into one function per row
+ * count so that the accumulators live in registers. */
+#define KERNEL_BODY(ROWS)                                                      \
+    __m512 acc0[MR], acc1[MR];                                                 \
+    _Pragma("GCC unroll 14") for (int i = 0; i < ROWS; i++) {                  \
+        acc0[i] = _mm512_setzero_ps();                                         \
+        acc1[i] = _mm512_setzero_ps();                                         \
+    }                                                                          \
+    for (int p = 0; p < kc; p++) {                                             \
+        __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);         \
+        _Pragma("GCC unroll 14") for (int i = 0; i < ROWS; i++) {              \
+            __m512 av = _mm512_set1_ps(ap[i]);                                 \
+            acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);                        \
+            acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);                        \
+        }                                                                      \
+        ap += MR;                                                              \
+        bp += NR;                                                              \
+    }                                                                          \
+    _Pragma("GCC unroll 14") for (int i = 0; i < ROWS; i++) {                  \
+        float *ci = c + (size_t)i * ldc;                                       \
+        if (add) {                                                             \
+            acc0[i] = _mm512_add_ps(acc0[i], _mm512_maskz_loadu_ps(m0, ci));   \
+            acc1[i] =                                                          \
+                _mm512_add_ps(acc1[i], _mm512_maskz_loadu_ps(m1, ci + 16));    \
+        }                                                                      \
+        _mm512_mask_storeu_ps(ci, m0, acc0[i]);                                \
+        _mm512_mask_storeu_ps(ci + 16, m1, acc1[i]);                           \
+    }
+
+typedef void (*tile_fn)(int kc, const float *ap, const float *bp, float *c,
+                        int ldc, bool add, __mmask16 m0, __mmask16 m1);
+
+#define DEFINE_TILE(ROWS)                                                      \
+    AVX512 static void tile_##ROWS(int kc, const float *ap, const float *bp,   \
+                                   float *c, int ldc, bool add, __mmask16 m0,  \
+                                   __mmask16 m1) {                             \
+        KERNEL_BODY(ROWS)                                                      \
+    }
+DEFINE_TILE(1)
+DEFINE_TILE(2)
+DEFINE_TILE(3)
+DEFINE_TILE(4)
+DEFINE_TILE(5)
+DEFINE_TILE(6)
+DEFINE_TILE(7)
+DEFINE_TILE(8)
+DEFINE_TILE(9)
+DEFINE_TILE(10)
+DEFINE_TILE(11)
+DEFINE_TILE(12)
+DEFINE_TILE(13)
+DEFINE_TILE(14)
+
+static const tile_fn tiles[MR + 1] = {
+    NULL,    tile_1,  tile_2,  tile_3,  tile_4,  tile_5,  tile_6, tile_7,
+    tile_8,  tile_9,  tile_10, tile_11, tile_12, tile_13, tile_14};
+
+/* Blocks of at most `max` that split `len` evenly, rounded up to `unit`. */
+static int block_len(int len, int max, int unit) {
+    int nblocks = (len + max - 1) / max;
+    int b = (len + nblocks - 1) / nblocks;
+    b = (b + unit - 1) / unit * unit;
+    return b < max ? b : max;
+}
+
+AVX512 bool em__sgemm_avx512(bool ta, bool tb, int m, int n, int k,
+                             const float *a, int lda, const float *b, int ldb,
+                             bool accumulate, float *c, int ldc) {
+    if (m <= 0 || n <= 0 || k <= 0)
+        return false;
+    int kc_len = block_len(k, KC_MAX, 1);
+    int mc_len = block_len(m, MC_MAX, MR);
+    int nc_len = block_len(n, NC_MAX, NR);
+    int nc_padded = (nc_len + NR - 1) / NR * NR;
+    float *pa = reserve(&packed_a, &packed_a_len, (size_t)mc_len * kc_len);
+    float *pb = reserve(&packed_b, &packed_b_len, (size_t)nc_padded * kc_len);
+    if (!pa || !pb)
+        return false;
+    for (int j0 = 0; j0 < n; j0 += nc_len) {
+        int nc = n - j0 < nc_len ? n - j0 : nc_len;
+        for (int p0 = 0; p0 < k; p0 += kc_len) {
+            int kc = k - p0 < kc_len ? k - p0 : kc_len;
+            bool add = accumulate || p0 > 0;
+            /* op(B)[p0.., j0..]: B[p0][j0], or B[j0][p0] stored (n, k). */
+            pack_b(tb, kc, nc,
+                   b + (tb ? (size_t)j0 * ldb + p0 : (size_t)p0 * ldb + j0),
+                   ldb, pb);
+            for (int i0 = 0; i0 < m; i0 += mc_len) {
+                int mc = m - i0 < mc_len ? m - i0 : mc_len;
+                pack_a(ta, mc, kc,
+                       a + (ta ? (size_t)p0 * lda + i0
+                               : (size_t)i0 * lda + p0),
+                       lda, pa);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    int cols = nc - jr;
+                    __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffff
+                                                          : (1u << cols) - 1);
+                    __mmask16 m1 =
+                        (__mmask16)(cols >= NR   ? 0xffff
+                                    : cols > 16 ? (1u << (cols - 16)) - 1
+                                                : 0);
+                    const float *bp = pb + (size_t)jr * kc;
+                    for (int ir = 0; ir < mc; ir += MR) {
+                        int rows = mc - ir < MR ? mc - ir : MR;
+                        float *ct = c + (size_t)(i0 + ir) * ldc + j0 + jr;
+                        tiles[rows](kc, pa + (size_t)ir * kc, bp, ct, ldc, add,
+                                    m0, m1);
+                    }
+                }
+            }
+        }
+    }
+    return true;
+}
+
+#else
+
+bool em__sgemm_avx512_available(void) { return false; }
+
+bool em__sgemm_avx512(bool ta, bool tb, int m, int n, int k, const float *a,
+                      int lda, const float *b, int ldb, bool accumulate,
+                      float *c, int ldc) {
+    (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda;
+    (void)b, (void)ldb, (void)accumulate, (void)c, (void)ldc;
+    return false;
+}
+
+#endif
