@@ -362,10 +362,10 @@ int main(int argc, char **argv) {
            "ms", "GB/s", "%copy", "%read", "GFLOP/s");
     static const em_dtype dtypes[4] = {EM_F32, EM_F64, EM_BF16, EM_F16};
     /* m, k, n; the MiniLM ones in f32 only. */
-    static const int64_t shapes[7][3] = {
-        {1, 1024, 3072},  {1, 4096, 4096},    {512, 1024, 1024},
-        {1024, 1024, 1024}, {2048, 384, 384}, {2048, 384, 1536},
-        {2048, 1536, 384}};
+    static const int64_t shapes[7][3] = {{1, 1024, 3072},   {1, 4096, 4096},
+                                         {512, 1024, 1024}, {1024, 1024, 1024},
+                                         {2048, 384, 384},  {2048, 384, 1536},
+                                         {2048, 1536, 384}};
     for (int s = 0; s < 7; s++)
         for (int d = 0; d < (s < 4 ? 4 : 1); d++)
             for (int t = 0; t < 2; t++)
@@ -374,8 +374,8 @@ int main(int argc, char **argv) {
     printf("# f32 GEMM through the thread pool: OpenBLAS vs em__gemm_f32 "
            "(AVX-512 kernel: %s)\n",
            em__sgemm_avx512_available() ? "yes" : "no, OpenBLAS");
-    printf("%-24s %-6s %9s %9s %7s\n", "batch x (shape)", "layout",
-           "OpenBLAS", "emily", "speedup");
+    printf("%-24s %-6s %9s %9s %7s\n", "batch x (shape)", "layout", "OpenBLAS",
+           "emily", "speedup");
     static const int64_t sgemm_shapes[7][4] = {
         {1, 512, 1024, 1024}, {1, 1024, 1024, 1024}, {1, 2048, 384, 384},
         {1, 2048, 384, 1536}, {1, 2048, 1536, 384},  {192, 128, 32, 128},

@@ -1,6 +1,6 @@
 /* The f32 GEMM (em__gemm_f32 and the AVX-512 kernel it picks where the CPU
  * has AVX-512F) against a float64 reference and against OpenBLAS: the four
- * ta/tb layouts, sizes off the kernel's tile (14 x 32) and blocks (k 256,
+ * ta/tb layouts, sizes off the kernel's tile (14 x 32) and blocks (k 192,
  * m 168), accumulation, leading dimensions wider than the matrices. */
 #include "test.h"
 
@@ -111,7 +111,7 @@ static void check_all_layouts(sgemm_under_test gemm) {
                 case_no++;
                 check_product(gemm, ta, tb, sizes[im], sizes[in], k, acc, pad);
             }
-        /* Several k, m and n blocks (256, 168, 4096) and their ragged ends. */
+        /* Several k, m and n blocks (192, 168, 4096) and their ragged ends. */
         check_product(gemm, ta, tb, 200, 70, 600, false, 3);
         check_product(gemm, ta, tb, 171, 45, 257, true, 0);
         check_product(gemm, ta, tb, 3, 4100, 9, l % 2, 1);
@@ -127,15 +127,14 @@ EM_TEST(sgemm_avx512_kernel_matches_float64_and_openblas) {
     if (!em__sgemm_avx512_available()) {
         /* This CPU or build has no AVX-512 path: it must decline. */
         float x = 1, y = 2, z = 3;
-        CHECK(!em__sgemm_avx512(false, false, 1, 1, 1, &x, 1, &y, 1, false,
-                                &z, 1));
+        CHECK(!em__sgemm_avx512(false, false, 1, 1, 1, &x, 1, &y, 1, false, &z,
+                                1));
         CHECK(z == 3);
         return;
     }
     check_all_layouts(em__sgemm_avx512);
     /* Empty products decline (em__gemm_f32 then leaves them to BLAS). */
     float x = 1, y = 2, z = 3;
-    CHECK(!em__sgemm_avx512(false, false, 1, 1, 0, &x, 1, &y, 1, false, &z,
-                            1));
+    CHECK(!em__sgemm_avx512(false, false, 1, 1, 0, &x, 1, &y, 1, false, &z, 1));
     CHECK(z == 3);
 }

@@ -35,9 +35,8 @@ DEFINE_BLAS_GEMM(em__gemm_c128, em_c128_t, cblas_zgemm, BY_POINTER)
 /* f32: our AVX-512 kernel where the CPU has AVX-512F (sgemm_avx512.c),
  * OpenBLAS elsewhere and where the kernel declines (an allocation failed,
  * an empty product). */
-void em__gemm_f32(bool ta, bool tb, int m, int n, int k, const void *a,
-                  int lda, const void *b, int ldb, bool accumulate, void *c,
-                  int ldc) {
+void em__gemm_f32(bool ta, bool tb, int m, int n, int k, const void *a, int lda,
+                  const void *b, int ldb, bool accumulate, void *c, int ldc) {
     if (em__sgemm_avx512_available() &&
         em__sgemm_avx512(ta, tb, m, n, k, a, lda, b, ldb, accumulate, c, ldc))
         return;

@@ -8,11 +8,11 @@
  * splits the work (em__gemm_parallel).
  *
  * Layout (the usual Goto/BLIS scheme):
- *   for each block of KC rows of op(B) (KC x n packed into NR-wide column
+ *   for each block of KC rows of op(B) (KC x NC packed into NR-wide column
  *   panels, zero-padded to a multiple of NR; read from L2/L3),
  *     for each block of MC rows of op(A) (MC x KC packed into MR-tall row
  *     panels, zero-padded; stays in L2),
- *       for each B panel (KC x NR, 32 KiB at most: stays in L1),
+ *       for each B panel (KC x NR, 24 KiB at most: stays in L1),
  *         for each A panel: an MR x NR tile of C held in 28 zmm registers,
  *         one k step = two loads of B, MR broadcasts of A, 2*MR FMAs.
  * Packing handles the four ta/tb layouts, so the micro-kernel sees one.
@@ -29,12 +29,16 @@
 
 #define AVX512 __attribute__((target("avx512f")))
 
+/* KC: the B panel (KC x NR x 4 bytes = 24 KiB) and the A panel (10.5 KiB)
+ * share L1 (48 KiB on Zen 5; KC 256 thrashed it). MC: the A block
+ * (168 x 192 x 4 = 126 KiB) stays in L2. NC: the B block, up to 3 MiB, in
+ * L3 (MiniLM's widest is 1536). */
 enum {
-    MR = 14,      /* rows of the C tile: 14 x 2 accumulators + 2 B + 1 A */
-    NR = 32,      /* columns of the C tile: two zmm */
-    KC_MAX = 256, /* B panel KC x NR x 4 bytes = 32 KiB, in L1 */
-    MC_MAX = 12 * MR,  /* A block 168 x 256 x 4 = 168 KiB, in L2 */
-    NC_MAX = 4096,     /* B block up to 4 MiB (L3) */
+    MR = 14, /* rows of the C tile: 14 x 2 accumulators + 2 B + 1 A zmm */
+    NR = 32, /* columns of the C tile: two zmm */
+    KC_MAX = 192,
+    MC_MAX = 12 * MR,
+    NC_MAX = 4096,
 };
 
 bool em__sgemm_avx512_available(void) {
@@ -106,9 +110,8 @@ AVX512 static void pack_b(bool tb, int kc, int nc, const float *b, int ldb,
     for (int c0 = 0; c0 < nc; c0 += NR) {
         int cols = nc - c0 < NR ? nc - c0 : NR;
         if (!tb) {
-            __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffff
-                                                  : (1u << cols) - 1);
-            __mmask16 m1 = (__mmask16)(cols >= NR   ? 0xffff
+            __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1);
+            __mmask16 m1 = (__mmask16)(cols >= NR  ? 0xffff
                                        : cols > 16 ? (1u << (cols - 16)) - 1
                                                    : 0);
             for (int p = 0; p < kc; p++) {
@@ -141,11 +144,15 @@ AVX512 static void pack_b(bool tb, int kc, int nc, const float *b, int ldb,
 #define KERNEL_BODY(ROWS)                                                      \
     __m512 acc0[MR], acc1[MR];                                                 \
     _Pragma("GCC unroll 14") for (int i = 0; i < ROWS; i++) {                  \
+        /* C comes in while the FMAs run (its rows are far apart: no */        \
+        /* hardware prefetcher follows them). */                               \
+        _mm_prefetch((const char *)(c + (size_t)i * ldc), _MM_HINT_T0);        \
+        _mm_prefetch((const char *)(c + (size_t)i * ldc + 16), _MM_HINT_T0);   \
         acc0[i] = _mm512_setzero_ps();                                         \
         acc1[i] = _mm512_setzero_ps();                                         \
     }                                                                          \
     for (int p = 0; p < kc; p++) {                                             \
-        __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);         \
+        __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);          \
         _Pragma("GCC unroll 14") for (int i = 0; i < ROWS; i++) {              \
             __m512 av = _mm512_set1_ps(ap[i]);                                 \
             acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);                        \
@@ -190,8 +197,8 @@ DEFINE_TILE(13)
 DEFINE_TILE(14)
 
 static const tile_fn tiles[MR + 1] = {
-    NULL,    tile_1,  tile_2,  tile_3,  tile_4,  tile_5,  tile_6, tile_7,
-    tile_8,  tile_9,  tile_10, tile_11, tile_12, tile_13, tile_14};
+    NULL,   tile_1, tile_2,  tile_3,  tile_4,  tile_5,  tile_6, tile_7,
+    tile_8, tile_9, tile_10, tile_11, tile_12, tile_13, tile_14};
 
 /* Blocks of at most `max` that split `len` evenly, rounded up to `unit`. */
 static int block_len(int len, int max, int unit) {
@@ -226,15 +233,14 @@ AVX512 bool em__sgemm_avx512(bool ta, bool tb, int m, int n, int k,
             for (int i0 = 0; i0 < m; i0 += mc_len) {
                 int mc = m - i0 < mc_len ? m - i0 : mc_len;
                 pack_a(ta, mc, kc,
-                       a + (ta ? (size_t)p0 * lda + i0
-                               : (size_t)i0 * lda + p0),
+                       a + (ta ? (size_t)p0 * lda + i0 : (size_t)i0 * lda + p0),
                        lda, pa);
                 for (int jr = 0; jr < nc; jr += NR) {
                     int cols = nc - jr;
-                    __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffff
-                                                          : (1u << cols) - 1);
+                    __mmask16 m0 =
+                        (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1);
                     __mmask16 m1 =
-                        (__mmask16)(cols >= NR   ? 0xffff
+                        (__mmask16)(cols >= NR  ? 0xffff
                                     : cols > 16 ? (1u << (cols - 16)) - 1
                                                 : 0);
                     const float *bp = pb + (size_t)jr * kc;
