@@ -35,11 +35,12 @@ typedef struct em_matvec_job {
 
 /* A row-major BLAS GEMM C = op(A) · op(B), or C += op(A) · op(B) when
  * accumulating (the cblas argument order). */
-typedef void (*em_gemm_fn)(bool ta, bool tb, int m, int n, int k, const void *a,
-                           int lda, const void *b, int ldb, bool accumulate,
-                           void *c, int ldc);
-void em__gemm_f32(bool ta, bool tb, int m, int n, int k, const void *a, int lda,
-                  const void *b, int ldb, bool accumulate, void *c, int ldc);
+typedef void (*em_gemm_fn)(bool ta, bool tb, int m, int n, int k,
+                           const void *a, int lda, const void *b, int ldb,
+                           bool accumulate, void *c, int ldc);
+void em__gemm_f32(bool ta, bool tb, int m, int n, int k, const void *a,
+                  int lda, const void *b, int ldb, bool accumulate, void *c,
+                  int ldc);
 /* em__gemm_f32 through OpenBLAS only (what em__gemm_f32 falls back to). */
 void em__gemm_f32_blas(bool ta, bool tb, int m, int n, int k, const void *a,
                        int lda, const void *b, int ldb, bool accumulate,
@@ -52,13 +53,15 @@ bool em__sgemm_avx512_available(void);
 bool em__sgemm_avx512(bool ta, bool tb, int m, int n, int k, const float *a,
                       int lda, const float *b, int ldb, bool accumulate,
                       float *c, int ldc);
-void em__gemm_f64(bool ta, bool tb, int m, int n, int k, const void *a, int lda,
-                  const void *b, int ldb, bool accumulate, void *c, int ldc);
-void em__gemm_c64(bool ta, bool tb, int m, int n, int k, const void *a, int lda,
-                  const void *b, int ldb, bool accumulate, void *c, int ldc);
+void em__gemm_f64(bool ta, bool tb, int m, int n, int k, const void *a,
+                  int lda, const void *b, int ldb, bool accumulate, void *c,
+                  int ldc);
+void em__gemm_c64(bool ta, bool tb, int m, int n, int k, const void *a,
+                  int lda, const void *b, int ldb, bool accumulate, void *c,
+                  int ldc);
 void em__gemm_c128(bool ta, bool tb, int m, int n, int k, const void *a,
-                   int lda, const void *b, int ldb, bool accumulate, void *c,
-                   int ldc);
+                  int lda, const void *b, int ldb, bool accumulate, void *c,
+                  int ldc);
 
 /* nbatch products of one shape; a[i], b[i], c[i] are problem i's matrices
  * (dimensions below INT_MAX: the caller checks). */
@@ -80,6 +83,7 @@ void em__gemm_one(em_gemm_fn gemm, size_t esz, bool ta, bool tb, int64_t m,
                   int64_t n, int64_t k, const void *a, int64_t lda,
                   const void *b, int64_t ldb, bool accumulate, void *c,
                   int64_t ldc);
+
 
 /* Whether em__matvec handles dtype. */
 bool em__matvec_dtype(em_dtype dtype);
