@@ -67,35 +67,85 @@ static float *reserve(float **buf, size_t *len, size_t want) {
     return *buf;
 }
 
+/* Loads rows [0, nrows) of a 16 x 16 block (row i at src + i * ld, its
+ * first ncols values; the rest zero) and returns its transpose in out:
+ * out[j] = column j. Unpacking pairs of rows, then pairs of pairs, gives
+ * in each 128-bit lane a column of four rows; two rounds of 128-bit lane
+ * shuffles gather the four lanes of each column. */
+AVX512 static void transpose16(const float *src, size_t ld, int nrows,
+                               int ncols, __m512 out[16]) {
+    __mmask16 cols = (__mmask16)(ncols >= 16 ? 0xffff : (1u << ncols) - 1);
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = i < nrows ? _mm512_maskz_loadu_ps(cols, src + i * ld)
+                         : _mm512_setzero_ps();
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+#define PAIRS(OP, X, Y)                                                        \
+    _mm512_castpd_ps(OP(_mm512_castps_pd(X), _mm512_castps_pd(Y)))
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = PAIRS(_mm512_unpacklo_pd, t[i], t[i + 2]);
+        r[i + 1] = PAIRS(_mm512_unpackhi_pd, t[i], t[i + 2]);
+        r[i + 2] = PAIRS(_mm512_unpacklo_pd, t[i + 1], t[i + 3]);
+        r[i + 3] = PAIRS(_mm512_unpackhi_pd, t[i + 1], t[i + 3]);
+    }
+#undef PAIRS
+    /* r[4q + c], lane l: column 4l + c of rows 4q..4q+3. */
+    for (int c = 0; c < 4; c++) {
+        __m512 x0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+        __m512 x1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);
+        __m512 y0 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+        __m512 y1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+        out[c] = _mm512_shuffle_f32x4(x0, y0, 0x88);
+        out[4 + c] = _mm512_shuffle_f32x4(x1, y1, 0x88);
+        out[8 + c] = _mm512_shuffle_f32x4(x0, y0, 0xdd);
+        out[12 + c] = _mm512_shuffle_f32x4(x1, y1, 0xdd);
+    }
+}
+
+/* Asks for rows [0, nrows) of len values each (row i at src + i * ld) to
+ * be brought into cache. Packing transposes short row segments (a panel's
+ * kc values) that the hardware prefetchers do not follow; reading a
+ * product's operands from memory then waited on every line (3x slower on
+ * a batch of 192 attention products). Called one panel ahead. */
+static void prefetch_rows(const float *src, size_t ld, int nrows, int len) {
+    for (int i = 0; i < nrows; i++)
+        for (int off = 0; off < len; off += 16)
+            _mm_prefetch((const char *)(src + i * ld + off), _MM_HINT_T0);
+}
+
 /* op(A) rows [0, mc), columns [0, kc) into panels of MR rows: panel r holds
  * for each p the MR values op(A)[r*MR + i][p], rows past mc zero. */
 AVX512 static void pack_a(bool ta, int mc, int kc, const float *a, int lda,
                           float *dst) {
+    if (!ta) /* the first panel; each prefetches the next */
+        prefetch_rows(a, (size_t)lda, mc < MR ? mc : MR, kc);
     for (int r0 = 0; r0 < mc; r0 += MR) {
         int rows = mc - r0 < MR ? mc - r0 : MR;
         if (ta) {
             /* A stored (k, m): the panel's rows are contiguous in each
              * stored row. */
-            for (int p = 0; p < kc; p++) {
-                const float *src = a + (size_t)p * lda + r0;
-                float *d = dst + (size_t)p * MR;
-                __mmask16 mask = (__mmask16)((1u << rows) - 1);
-                _mm512_mask_storeu_ps(d, 0x3fff,
-                                      _mm512_maskz_loadu_ps(mask, src));
-            }
+            __mmask16 mask = (__mmask16)((1u << rows) - 1);
+            for (int p = 0; p < kc; p++)
+                _mm512_mask_storeu_ps(
+                    dst + (size_t)p * MR, (1u << MR) - 1,
+                    _mm512_maskz_loadu_ps(mask, a + (size_t)p * lda + r0));
         } else {
-            /* A stored (m, k): transpose 16 k-values of each row at a time
-             * through scalar stores (the rows are read sequentially). */
-            for (int i = 0; i < MR; i++) {
-                float *d = dst + i;
-                if (i >= rows) {
-                    for (int p = 0; p < kc; p++)
-                        d[(size_t)p * MR] = 0;
-                    continue;
-                }
-                const float *src = a + (size_t)(r0 + i) * lda;
-                for (int p = 0; p < kc; p++)
-                    d[(size_t)p * MR] = src[p];
+            /* A stored (m, k): transpose 16 k-values of the rows at a
+             * time. */
+            if (r0 + MR < mc)
+                prefetch_rows(a + (size_t)(r0 + MR) * lda, (size_t)lda,
+                              mc - r0 - MR < MR ? mc - r0 - MR : MR, kc);
+            for (int p0 = 0; p0 < kc; p0 += 16) {
+                int cols = kc - p0 < 16 ? kc - p0 : 16;
+                __m512 col[16];
+                transpose16(a + (size_t)r0 * lda + p0, (size_t)lda, rows, cols,
+                            col);
+                for (int p = 0; p < cols; p++)
+                    _mm512_mask_storeu_ps(dst + (size_t)(p0 + p) * MR,
+                                          (1u << MR) - 1, col[p]);
             }
         }
         dst += (size_t)kc * MR;
@@ -107,6 +157,8 @@ AVX512 static void pack_a(bool ta, int mc, int kc, const float *a, int lda,
  * zero. */
 AVX512 static void pack_b(bool tb, int kc, int nc, const float *b, int ldb,
                           float *dst) {
+    if (tb) /* the first panel; each prefetches the next */
+        prefetch_rows(b, (size_t)ldb, nc < NR ? nc : NR, kc);
     for (int c0 = 0; c0 < nc; c0 += NR) {
         int cols = nc - c0 < NR ? nc - c0 : NR;
         if (!tb) {
@@ -121,17 +173,28 @@ AVX512 static void pack_b(bool tb, int kc, int nc, const float *b, int ldb,
                 _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, src + 16));
             }
         } else {
-            /* B stored (n, k): column j of op(B) is stored row j. */
-            for (int j = 0; j < NR; j++) {
-                float *d = dst + j;
-                if (j >= cols) {
+            /* B stored (n, k): column j of op(B) is stored row j;
+             * transpose 16 columns by 16 k-values at a time. */
+            if (c0 + NR < nc)
+                prefetch_rows(b + (size_t)(c0 + NR) * ldb, (size_t)ldb,
+                              nc - c0 - NR < NR ? nc - c0 - NR : NR, kc);
+            for (int half = 0; half < NR; half += 16) {
+                int rows = cols - half < 16 ? cols - half : 16;
+                if (rows <= 0) { /* a panel of at most 16 columns */
                     for (int p = 0; p < kc; p++)
-                        d[(size_t)p * NR] = 0;
+                        _mm512_store_ps(dst + (size_t)p * NR + half,
+                                        _mm512_setzero_ps());
                     continue;
                 }
-                const float *src = b + (size_t)(c0 + j) * ldb;
-                for (int p = 0; p < kc; p++)
-                    d[(size_t)p * NR] = src[p];
+                for (int p0 = 0; p0 < kc; p0 += 16) {
+                    int ks = kc - p0 < 16 ? kc - p0 : 16;
+                    __m512 col[16];
+                    transpose16(b + (size_t)(c0 + half) * ldb + p0, (size_t)ldb,
+                                rows, ks, col);
+                    for (int p = 0; p < ks; p++)
+                        _mm512_store_ps(dst + (size_t)(p0 + p) * NR + half,
+                                        col[p]);
+                }
             }
         }
         dst += (size_t)kc * NR;
@@ -247,6 +310,12 @@ AVX512 bool em__sgemm_avx512(bool ta, bool tb, int m, int n, int k,
                     for (int ir = 0; ir < mc; ir += MR) {
                         int rows = mc - ir < MR ? mc - ir : MR;
                         float *ct = c + (size_t)(i0 + ir) * ldc + j0 + jr;
+                        /* The next tile's C, a whole tile ahead (the
+                         * kernel's own prefetch has only its k loop). */
+                        if (ir + MR < mc)
+                            prefetch_rows(ct + (size_t)MR * ldc, (size_t)ldc,
+                                          mc - ir - MR < MR ? mc - ir - MR : MR,
+                                          cols < NR ? cols : NR);
                         tiles[rows](kc, pa + (size_t)ir * kc, bp, ct, ldc, add,
                                     m0, m1);
                     }
