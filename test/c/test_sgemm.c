@@ -6,6 +6,7 @@
 
 #include "ops/dot_cpu.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -137,4 +138,22 @@ EM_TEST(sgemm_avx512_kernel_matches_float64_and_openblas) {
     float x = 1, y = 2, z = 3;
     CHECK(!em__sgemm_avx512(false, false, 1, 1, 0, &x, 1, &y, 1, false, &z, 1));
     CHECK(z == 3);
+}
+
+static void *product_on_thread(void *arg) {
+    *(int *)arg =
+        check_product(em__sgemm_avx512, false, true, 40, 70, 300, false, 2);
+    return NULL;
+}
+
+/* A thread that ran the kernel and exits frees its packing buffers (the
+ * ASan build's leak check sees them otherwise). */
+EM_TEST(sgemm_avx512_on_a_thread_that_exits) {
+    if (!em__sgemm_avx512_available())
+        return;
+    int bad = -1;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, product_on_thread, &bad) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(bad == 0);
 }

@@ -25,6 +25,7 @@
 #if defined(__x86_64__) && !defined(EM_SIMD_BASELINE)
 
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #define AVX512 __attribute__((target("avx512f")))
@@ -54,13 +55,32 @@ bool em__sgemm_avx512_available(void) {
 
 /* Per-thread packing buffers, grown on demand and kept: the pool's threads
  * live as long as the process, and a fresh multi-megabyte allocation per
- * call would be page-faulted in every time. */
+ * call would be page-faulted in every time. A thread that exits frees its
+ * own (the key's destructor runs in that thread). */
 static _Thread_local float *packed_a, *packed_b;
 static _Thread_local size_t packed_a_len, packed_b_len;
+static pthread_key_t buffers_key;
+static bool buffers_key_made;
+static pthread_once_t buffers_once = PTHREAD_ONCE_INIT;
+
+static void free_buffers(void *unused) {
+    (void)unused;
+    free(packed_a);
+    free(packed_b);
+    packed_a = packed_b = NULL;
+    packed_a_len = packed_b_len = 0;
+}
+
+static void make_buffers_key(void) {
+    buffers_key_made = pthread_key_create(&buffers_key, free_buffers) == 0;
+}
 
 static float *reserve(float **buf, size_t *len, size_t want) {
     if (*len >= want)
         return *buf;
+    pthread_once(&buffers_once, make_buffers_key);
+    if (buffers_key_made) /* any non-NULL value runs the destructor */
+        pthread_setspecific(buffers_key, &buffers_key);
     free(*buf);
     *buf = aligned_alloc(64, (want * sizeof(float) + 63) & ~(size_t)63);
     *len = *buf ? want : 0;
