@@ -93,13 +93,15 @@ void em__gemm_parallel(const em_gemm_problem *p) {
     int threads = em__num_threads();
     gemm_job j = {p, 1, p->m, false};
     /* Fewer problems than threads: cut each along its longer side, into
-     * pieces of at least 16 rows / columns (BLAS kernels' panel widths). */
+     * pieces of at least 16 rows or 32 columns (the kernels' panel widths:
+     * OpenBLAS's 16, sgemm_avx512.c's 32 columns). */
     if (p->nbatch < threads) {
         j.split_columns = p->n > p->m;
         int64_t side = j.split_columns ? p->n : p->m;
         int64_t want = (threads + p->nbatch - 1) / p->nbatch;
         int64_t len = (side + want - 1) / want;
-        len = (len + 15) / 16 * 16;
+        int64_t unit = j.split_columns ? 32 : 16;
+        len = (len + unit - 1) / unit * unit;
         j.piece_len = len < side ? len : side;
         j.pieces = j.piece_len ? (side + j.piece_len - 1) / j.piece_len : 1;
     }
