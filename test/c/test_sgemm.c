@@ -116,6 +116,8 @@ static void check_all_layouts(sgemm_under_test gemm) {
         check_product(gemm, ta, tb, 200, 70, 600, false, 3);
         check_product(gemm, ta, tb, 171, 45, 257, true, 0);
         check_product(gemm, ta, tb, 3, 4100, 9, l % 2, 1);
+        /* Packed B capped at 2^20 floats: 2 column blocks of 4 KC blocks. */
+        check_product(gemm, ta, tb, 20, 2100, 700, l % 2, 0);
         check_product(gemm, ta, tb, 1, 1, 1, true, 0);
     }
 }

@@ -7,14 +7,16 @@
  * has AVX-512F; other CPUs keep OpenBLAS. Single-threaded: the thread pool
  * splits the work (em__gemm_parallel).
  *
- * Layout (the usual Goto/BLIS scheme):
- *   for each block of KC rows of op(B) (KC x NC packed into NR-wide column
- *   panels, zero-padded to a multiple of NR; read from L2/L3),
- *     for each block of MC rows of op(A) (MC x KC packed into MR-tall row
- *     panels, zero-padded; stays in L2),
- *       for each B panel (KC x NR, 24 KiB at most: stays in L1),
- *         for each A panel: an MR x NR tile of C held in 28 zmm registers,
- *         one k step = two loads of B, MR broadcasts of A, 2*MR FMAs.
+ * Layout (the Goto/BLIS scheme, loops reordered so C stays in L2):
+ *   for each block of NC columns of op(B) (k x NC packed into NR-wide
+ *   column panels per KC block, zero-padded to a multiple of NR; in L3),
+ *     for each block of MC rows of C (MC x NC stays in L2),
+ *       for each KC block: op(A)'s MC x KC packed into MR-tall row panels
+ *       (zero-padded; L2),
+ *         for each B panel (KC x NR, 24 KiB at most: stays in L1),
+ *           for each A panel: an MR x NR tile of C held in 28 zmm
+ *           registers, one k step = two loads of B, MR broadcasts of A,
+ *           2*MR FMAs.
  * Packing handles the four ta/tb layouts, so the micro-kernel sees one.
  * Row edges use a kernel specialised for the rows left (no wasted FMAs),
  * column edges masked loads and stores of C. The first KC block stores
@@ -32,14 +34,15 @@
 
 /* KC: the B panel (KC x NR x 4 bytes = 24 KiB) and the A panel (10.5 KiB)
  * share L1 (48 KiB on Zen 5; KC 256 thrashed it). MC: the A block
- * (168 x 192 x 4 = 126 KiB) stays in L2. NC: the B block, up to 3 MiB, in
- * L3 (MiniLM's widest is 1536). */
+ * (168 x 192 x 4 = 126 KiB) stays in L2 with its rows of C. NC: columns of
+ * op(B) packed at once, all k rows of them, 4 MiB at most (L3). */
 enum {
     MR = 14, /* rows of the C tile: 14 x 2 accumulators + 2 B + 1 A zmm */
     NR = 32, /* columns of the C tile: two zmm */
     KC_MAX = 192,
     MC_MAX = 12 * MR,
     NC_MAX = 4096,
+    B_PACK_MAX = 1 << 20, /* floats of packed B (4 MiB, in L3) */
 };
 
 bool em__sgemm_avx512_available(void) {
@@ -298,23 +301,34 @@ AVX512 bool em__sgemm_avx512(bool ta, bool tb, int m, int n, int k,
         return false;
     int kc_len = block_len(k, KC_MAX, 1);
     int mc_len = block_len(m, MC_MAX, MR);
-    int nc_len = block_len(n, NC_MAX, NR);
+    /* All of op(B)'s k rows for NC columns are packed at once (at most
+     * B_PACK_MAX floats), so that each block of C rows takes every KC
+     * block while it sits in L2, instead of a pass over all of C per KC
+     * block (C of a 1024 x 384 piece is larger than L2). */
+    int nc_max = B_PACK_MAX / k / NR * NR;
+    if (nc_max > NC_MAX)
+        nc_max = NC_MAX;
+    if (nc_max < NR)
+        nc_max = NR;
+    int nc_len = block_len(n, nc_max, NR);
     int nc_padded = (nc_len + NR - 1) / NR * NR;
     float *pa = reserve(&packed_a, &packed_a_len, (size_t)mc_len * kc_len);
-    float *pb = reserve(&packed_b, &packed_b_len, (size_t)nc_padded * kc_len);
+    float *pb = reserve(&packed_b, &packed_b_len, (size_t)nc_padded * k);
     if (!pa || !pb)
         return false;
     for (int j0 = 0; j0 < n; j0 += nc_len) {
         int nc = n - j0 < nc_len ? n - j0 : nc_len;
-        for (int p0 = 0; p0 < k; p0 += kc_len) {
-            int kc = k - p0 < kc_len ? k - p0 : kc_len;
-            bool add = accumulate || p0 > 0;
-            /* op(B)[p0.., j0..]: B[p0][j0], or B[j0][p0] stored (n, k). */
-            pack_b(tb, kc, nc,
+        /* KC block p0 of op(B)[.., j0..] at pb + p0 * nc_padded: B[p0][j0],
+         * or B[j0][p0] stored (n, k). */
+        for (int p0 = 0; p0 < k; p0 += kc_len)
+            pack_b(tb, k - p0 < kc_len ? k - p0 : kc_len, nc,
                    b + (tb ? (size_t)j0 * ldb + p0 : (size_t)p0 * ldb + j0),
-                   ldb, pb);
-            for (int i0 = 0; i0 < m; i0 += mc_len) {
-                int mc = m - i0 < mc_len ? m - i0 : mc_len;
+                   ldb, pb + (size_t)p0 * nc_padded);
+        for (int i0 = 0; i0 < m; i0 += mc_len) {
+            int mc = m - i0 < mc_len ? m - i0 : mc_len;
+            for (int p0 = 0; p0 < k; p0 += kc_len) {
+                int kc = k - p0 < kc_len ? k - p0 : kc_len;
+                bool add = accumulate || p0 > 0;
                 pack_a(ta, mc, kc,
                        a + (ta ? (size_t)p0 * lda + i0 : (size_t)i0 * lda + p0),
                        lda, pa);
@@ -326,7 +340,8 @@ AVX512 bool em__sgemm_avx512(bool ta, bool tb, int m, int n, int k,
                         (__mmask16)(cols >= NR  ? 0xffff
                                     : cols > 16 ? (1u << (cols - 16)) - 1
                                                 : 0);
-                    const float *bp = pb + (size_t)jr * kc;
+                    const float *bp =
+                        pb + (size_t)p0 * nc_padded + (size_t)jr * kc;
                     for (int ir = 0; ir < mc; ir += MR) {
                         int rows = mc - ir < MR ? mc - ir : MR;
                         float *ct = c + (size_t)(i0 + ir) * ldc + j0 + jr;
