@@ -12,7 +12,14 @@
  *           summing the same buffer). Several copies of the weights are
  *           cycled so that they total >= 128 MiB (4x this machine's L3):
  *           the weights come from memory, as in a decode loop over layers.
- *   gemm    512x1024 @ 1024x1024 and 1024^3: GFLOP/s (2*M*N*K flops).
+ *   gemm    512x1024 @ 1024x1024 and 1024^3: GFLOP/s (2*M*N*K flops);
+ *           f32 also MiniLM's (BERT, batch 16 x 128 tokens) projections
+ *           2048x384 @ 384x384, 2048x384 @ 384x1536, 2048x1536 @ 1536x384.
+ *   sgemm   the f32 GEMM kernels themselves, through the engine's thread
+ *           pool (em__gemm_parallel): OpenBLAS against em__gemm_f32 (our
+ *           AVX-512 kernel where the CPU has AVX-512F, else OpenBLAS too),
+ *           on the MiniLM shapes above and its attention scores, a batch of
+ *           192 x (128x32 @ 32x128); GFLOP/s of each and their ratio.
  * Each case in both weight layouts: "x@W" with W stored (K, N) row-major,
  * and "x@W^T" with W stored (N, K) (PyTorch's and safetensors' layout) and
  * passed as a transposed view, which must not be copied.
@@ -24,6 +31,7 @@
  * "x@W^T").
  */
 #include "emily.h"
+#include "ops/dot_cpu.h"
 
 #include <immintrin.h>
 #include <pthread.h>
@@ -260,6 +268,80 @@ static void bench_case(em_dtype dtype, int64_t m, int64_t k, int64_t n,
     em_array_release(c.x);
 }
 
+/* ------------------------------------------------------------------------ */
+/* f32 GEMM kernels: OpenBLAS against em__gemm_f32                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sgemm_ctx {
+    em_gemm_problem p;
+} sgemm_ctx;
+
+static void run_sgemm(void *arg) { em__gemm_parallel(&((sgemm_ctx *)arg)->p); }
+
+/* nbatch x ((m, k) @ (k, n)), op(B) stored (k, n) or, transposed, (n, k). */
+static void bench_sgemm(int64_t nbatch, int64_t m, int64_t k, int64_t n,
+                        bool tb) {
+    char label[96];
+    snprintf(label, sizeof label, "sgemm %lldx(%lldx%lld@%lldx%lld) %s",
+             (long long)nbatch, (long long)m, (long long)k, (long long)k,
+             (long long)n, tb ? "x@W^T" : "x@W");
+    if (filter && !strstr(label, filter))
+        return;
+    size_t asz = (size_t)(m * k), bsz = (size_t)(k * n), csz = (size_t)(m * n);
+    float *a = xalloc(nbatch * asz * sizeof(float));
+    float *b = xalloc(nbatch * bsz * sizeof(float));
+    float *c = xalloc(nbatch * csz * sizeof(float));
+    for (size_t i = 0; i < nbatch * asz; i++)
+        a[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+    for (size_t i = 0; i < nbatch * bsz; i++)
+        b[i] = (float)((i * 104729) % 2001) / 1000.0f - 1.0f;
+    const char **as = malloc((size_t)nbatch * sizeof *as);
+    const char **bs = malloc((size_t)nbatch * sizeof *bs);
+    char **cs = malloc((size_t)nbatch * sizeof *cs);
+    if (!as || !bs || !cs) {
+        fprintf(stderr, "matmul_bench: out of memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < nbatch; i++) {
+        as[i] = (const char *)(a + i * asz);
+        bs[i] = (const char *)(b + i * bsz);
+        cs[i] = (char *)(c + i * csz);
+    }
+    sgemm_ctx ctx = {{.gemm = em__gemm_f32_blas,
+                      .esz = sizeof(float),
+                      .ta = false,
+                      .tb = tb,
+                      .accumulate = false,
+                      .m = m,
+                      .n = n,
+                      .k = k,
+                      .lda = k,
+                      .ldb = tb ? k : n,
+                      .ldc = n,
+                      .nbatch = nbatch,
+                      .a = as,
+                      .b = bs,
+                      .c = cs}};
+    double flops = 2.0 * (double)(nbatch * m * n * k);
+    int reps = scaled(flops > 1e9 ? 10 : 20);
+    double t_blas = median_time(run_sgemm, &ctx, reps);
+    ctx.p.gemm = em__gemm_f32;
+    double t_ours = median_time(run_sgemm, &ctx, reps);
+    char shape[64];
+    snprintf(shape, sizeof shape, "%lldx(%lldx%lld@%lldx%lld)",
+             (long long)nbatch, (long long)m, (long long)k, (long long)k,
+             (long long)n);
+    printf("%-24s %-6s %9.1f %9.1f %6.2fx\n", shape, tb ? "x@W^T" : "x@W",
+           flops / t_blas / 1e9, flops / t_ours / 1e9, t_blas / t_ours);
+    fflush(stdout);
+    free(as);
+    free(bs);
+    free(cs);
+    free(a);
+    free(b);
+    free(c);
+}
+
 int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
     ceiling_ctx cc = {xalloc(CEILING_BYTES), xalloc(CEILING_BYTES), copy_half};
@@ -279,14 +361,28 @@ int main(int argc, char **argv) {
     printf("%-5s %-20s %-6s %9s %9s %8s %8s %9s\n", "dtype", "shape", "layout",
            "ms", "GB/s", "%copy", "%read", "GFLOP/s");
     static const em_dtype dtypes[4] = {EM_F32, EM_F64, EM_BF16, EM_F16};
-    static const int64_t shapes[4][3] = {{1, 1024, 3072},
-                                         {1, 4096, 4096},
-                                         {512, 1024, 1024},
-                                         {1024, 1024, 1024}};
-    for (int s = 0; s < 4; s++)
-        for (int d = 0; d < 4; d++)
+    /* m, k, n; the MiniLM ones in f32 only. */
+    static const int64_t shapes[7][3] = {{1, 1024, 3072},   {1, 4096, 4096},
+                                         {512, 1024, 1024}, {1024, 1024, 1024},
+                                         {2048, 384, 384},  {2048, 384, 1536},
+                                         {2048, 1536, 384}};
+    for (int s = 0; s < 7; s++)
+        for (int d = 0; d < (s < 4 ? 4 : 1); d++)
             for (int t = 0; t < 2; t++)
                 bench_case(dtypes[d], shapes[s][0], shapes[s][1], shapes[s][2],
                            t, copy_rate, read_rate);
+    printf("# f32 GEMM through the thread pool: OpenBLAS vs em__gemm_f32 "
+           "(AVX-512 kernel: %s)\n",
+           em__sgemm_avx512_available() ? "yes" : "no, OpenBLAS");
+    printf("%-24s %-6s %9s %9s %7s\n", "batch x (shape)", "layout", "OpenBLAS",
+           "emily", "speedup");
+    static const int64_t sgemm_shapes[7][4] = {
+        {1, 512, 1024, 1024}, {1, 1024, 1024, 1024}, {1, 2048, 384, 384},
+        {1, 2048, 384, 1536}, {1, 2048, 1536, 384},  {192, 128, 32, 128},
+        {192, 128, 128, 32}};
+    for (int s = 0; s < 7; s++)
+        for (int t = 0; t < 2; t++)
+            bench_sgemm(sgemm_shapes[s][0], sgemm_shapes[s][1],
+                        sgemm_shapes[s][2], sgemm_shapes[s][3], t);
     return 0;
 }

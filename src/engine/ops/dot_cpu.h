@@ -41,6 +41,18 @@ typedef void (*em_gemm_fn)(bool ta, bool tb, int m, int n, int k,
 void em__gemm_f32(bool ta, bool tb, int m, int n, int k, const void *a,
                   int lda, const void *b, int ldb, bool accumulate, void *c,
                   int ldc);
+/* em__gemm_f32 through OpenBLAS only (what em__gemm_f32 falls back to). */
+void em__gemm_f32_blas(bool ta, bool tb, int m, int n, int k, const void *a,
+                       int lda, const void *b, int ldb, bool accumulate,
+                       void *c, int ldc);
+/* sgemm_avx512.c: whether this CPU runs em__sgemm_avx512 (AVX-512F; never
+ * in the baseline build), and the product itself, single-threaded, same
+ * arguments as em__gemm_f32. Returns false, C untouched, when it did not
+ * run (no AVX-512 build, m, n or k not positive, allocation failed). */
+bool em__sgemm_avx512_available(void);
+bool em__sgemm_avx512(bool ta, bool tb, int m, int n, int k, const float *a,
+                      int lda, const float *b, int ldb, bool accumulate,
+                      float *c, int ldc);
 void em__gemm_f64(bool ta, bool tb, int m, int n, int k, const void *a,
                   int lda, const void *b, int ldb, bool accumulate, void *c,
                   int ldc);

@@ -27,10 +27,21 @@
                 tb ? CblasTrans : CblasNoTrans, m, n, k, SCALAR(one), a, lda,  \
                 b, ldb, SCALAR(beta), c, ldc);                                 \
     }
-DEFINE_BLAS_GEMM(em__gemm_f32, float, cblas_sgemm, BY_VALUE)
+DEFINE_BLAS_GEMM(em__gemm_f32_blas, float, cblas_sgemm, BY_VALUE)
 DEFINE_BLAS_GEMM(em__gemm_f64, double, cblas_dgemm, BY_VALUE)
 DEFINE_BLAS_GEMM(em__gemm_c64, em_c64_t, cblas_cgemm, BY_POINTER)
 DEFINE_BLAS_GEMM(em__gemm_c128, em_c128_t, cblas_zgemm, BY_POINTER)
+
+/* f32: our AVX-512 kernel where the CPU has AVX-512F (sgemm_avx512.c),
+ * OpenBLAS elsewhere and where the kernel declines (an allocation failed,
+ * an empty product). */
+void em__gemm_f32(bool ta, bool tb, int m, int n, int k, const void *a, int lda,
+                  const void *b, int ldb, bool accumulate, void *c, int ldc) {
+    if (em__sgemm_avx512_available() &&
+        em__sgemm_avx512(ta, tb, m, n, k, a, lda, b, ldb, accumulate, c, ldc))
+        return;
+    em__gemm_f32_blas(ta, tb, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
+}
 
 void openblas_set_num_threads(int num_threads);
 
@@ -82,13 +93,15 @@ void em__gemm_parallel(const em_gemm_problem *p) {
     int threads = em__num_threads();
     gemm_job j = {p, 1, p->m, false};
     /* Fewer problems than threads: cut each along its longer side, into
-     * pieces of at least 16 rows / columns (BLAS kernels' panel widths). */
+     * pieces of at least 16 rows or 32 columns (the kernels' panel widths:
+     * OpenBLAS's 16, sgemm_avx512.c's 32 columns). */
     if (p->nbatch < threads) {
         j.split_columns = p->n > p->m;
         int64_t side = j.split_columns ? p->n : p->m;
         int64_t want = (threads + p->nbatch - 1) / p->nbatch;
         int64_t len = (side + want - 1) / want;
-        len = (len + 15) / 16 * 16;
+        int64_t unit = j.split_columns ? 32 : 16;
+        len = (len + unit - 1) / unit * unit;
         j.piece_len = len < side ? len : side;
         j.pieces = j.piece_len ? (side + j.piece_len - 1) / j.piece_len : 1;
     }
