@@ -12,7 +12,9 @@
  * read rate on a 256 MiB buffer measured in the same run. A 4096 x 4096
  * matrix (9 to 17 MB of blocks) may sit partly in the last-level cache;
  * the small layer (0.5 to 1 MB) does, so its rate measures the kernel's
- * arithmetic and threading overhead more than memory.
+ * arithmetic and threading overhead more than memory. The fastest run
+ * (best_us) is printed too: on a machine shared with other jobs it is
+ * steadier than the median.
  *
  *   make -j2 build/ggml_bench && build/ggml_bench
  *
@@ -149,8 +151,8 @@ int main(void) {
     const double copy = copy_rate();
     printf("# memcpy read rate: %.1f GB/s (%zu MiB); x rows M = %lld\n",
            copy / 1e9, COPY_BYTES / MIB, (long long)m);
-    printf("%-6s %6s %6s %10s %10s %8s\n", "type", "K", "N", "median_us",
-           "GB/s", "of_copy");
+    printf("%-6s %6s %6s %10s %10s %8s %8s %8s\n", "type", "K", "N",
+           "median_us", "GB/s", "of_copy", "best_us", "best_GB/s");
     for (size_t s = 0; s < nshapes; s++) {
         const int64_t k = shapes[s][0], n = shapes[s][1];
         float *xv = malloc((size_t)(m * k) * sizeof(float));
@@ -186,11 +188,12 @@ int main(void) {
                 if (i >= 0)
                     times[i] = now() - t0;
             }
-            double med = median(times, reps);
-            printf("%-6s %6lld %6lld %10.1f %10.2f %8.2f\n",
+            double med = median(times, reps), best = times[0];
+            printf("%-6s %6lld %6lld %10.1f %10.2f %8.2f %8.1f %8.2f\n",
                    em_ggml_type_name(types[t]), (long long)k, (long long)n,
                    med * 1e6, (double)bytes / med / 1e9,
-                   (double)bytes / med / copy);
+                   (double)bytes / med / copy, best * 1e6,
+                   (double)bytes / best / 1e9);
             free(times);
             em_array_release(w);
         }

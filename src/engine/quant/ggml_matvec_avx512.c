@@ -77,25 +77,40 @@ AVX512 __m512 look32(__m512i idx, __mmask16 fifth, __m512 lo, __m512 hi) {
                                       idx, hi);
 }
 
-/* Group g (32 weights) of a block: w[0] weights 0..15, w[1] 16..31. */
-AVX512 void group_q4_0(const uint8_t *b, int g, __m512 w[2]) {
-    (void)g;
+/* Group g (32 weights) of a block: w[0] weights 0..15, w[1] 16..31; sc
+ * holds what prep_<type> computed once per block (the K-quants' scales). */
+#define NO_PREP(name)                                                          \
+    AVX512 __m512 prep_##name(const uint8_t *b) {                              \
+        (void)b;                                                               \
+        return _mm512_setzero_ps();                                            \
+    }
+NO_PREP(q4_0)
+NO_PREP(q4_1)
+NO_PREP(q5_0)
+NO_PREP(q5_1)
+NO_PREP(q8_0)
+
+AVX512 void group_q4_0(const uint8_t *b, int g, __m512 sc,
+                       __m512 w[2]) {
+    (void)g, (void)sc;
     const __m512 t = table16(half_at(b), -8.0f, 0.0f);
     const __m512i v = bytes16(b + 2);
     w[0] = _mm512_permutexvar_ps(v, t);
     w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
 }
 
-AVX512 void group_q4_1(const uint8_t *b, int g, __m512 w[2]) {
-    (void)g;
+AVX512 void group_q4_1(const uint8_t *b, int g, __m512 sc,
+                       __m512 w[2]) {
+    (void)g, (void)sc;
     const __m512 t = table16(half_at(b), 0.0f, half_at(b + 2));
     const __m512i v = bytes16(b + 4);
     w[0] = _mm512_permutexvar_ps(v, t);
     w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
 }
 
-AVX512 void group_q5_0(const uint8_t *b, int g, __m512 w[2]) {
-    (void)g;
+AVX512 void group_q5_0(const uint8_t *b, int g, __m512 sc,
+                       __m512 w[2]) {
+    (void)g, (void)sc;
     const float d = half_at(b);
     const __m512 lo = table16(d, -16.0f, 0.0f), hi = table16(d, 0.0f, 0.0f);
     const uint32_t qh = ggml_u32(b + 2);
@@ -104,8 +119,9 @@ AVX512 void group_q5_0(const uint8_t *b, int g, __m512 w[2]) {
     w[1] = look32(_mm512_srli_epi32(v, 4), (__mmask16)(qh >> 16), lo, hi);
 }
 
-AVX512 void group_q5_1(const uint8_t *b, int g, __m512 w[2]) {
-    (void)g;
+AVX512 void group_q5_1(const uint8_t *b, int g, __m512 sc,
+                       __m512 w[2]) {
+    (void)g, (void)sc;
     const float d = half_at(b), m = half_at(b + 2);
     const __m512 lo = table16(d, 0.0f, m), hi = table16(d, 16.0f, m);
     const uint32_t qh = ggml_u32(b + 4);
@@ -114,23 +130,43 @@ AVX512 void group_q5_1(const uint8_t *b, int g, __m512 w[2]) {
     w[1] = look32(_mm512_srli_epi32(v, 4), (__mmask16)(qh >> 16), lo, hi);
 }
 
-AVX512 void group_q8_0(const uint8_t *b, int g, __m512 w[2]) {
-    (void)g;
+AVX512 void group_q8_0(const uint8_t *b, int g, __m512 sc,
+                       __m512 w[2]) {
+    (void)g, (void)sc;
     const __m512 d = _mm512_set1_ps(half_at(b));
     w[0] = _mm512_mul_ps(d, sbytes16(_mm_loadu_si128((const __m128i *)(b + 2))));
     w[1] =
         _mm512_mul_ps(d, sbytes16(_mm_loadu_si128((const __m128i *)(b + 18))));
 }
 
-/* Sub-block g (0..7) of a q4_k/q5_k block: scale a and offset -o; its
- * nibbles are bytes 32 (g / 2) .. +31 of qs, low for even g, high for odd;
- * v[0], v[1] hold them (as the low 4 bits) for weights 0..15, 16..31. */
-AVX512 void k_sub_block(const uint8_t *b, const uint8_t *qs, int g, float *a,
-                        float *o, __m512i v[2]) {
-    int sc, mn;
-    ggml_k_scale_min(b + 4, g, &sc, &mn);
-    *a = half_at(b) * (float)sc;
-    *o = half_at(b + 2) * (float)mn;
+/* The 8 scales and 8 mins of a q4_k/q5_k block, times d and dmin: lanes
+ * 0..7 d * scale[s], lanes 8..15 dmin * min[s] (the dequantizer's
+ * products). The 6-bit values are packed in 12 bytes (u0, u1, u2 as
+ * little-endian words): sub-blocks 0..3 in the low 6 bits of u0 (scales)
+ * and u1 (mins); 4..7 in the nibbles of u2 with their top 2 bits in the
+ * top 2 bits of u0 (scales) and u1 (mins). */
+AVX512 __m512 k_scales_mins(const uint8_t *b) {
+    const uint32_t u0 = ggml_u32(b + 4), u1 = ggml_u32(b + 8),
+                   u2 = ggml_u32(b + 12);
+    const uint32_t low6 = 0x3f3f3f3fu, nib = 0x0f0f0f0fu, top2 = 0x03030303u;
+    const uint32_t sc_hi = (u2 & nib) | (((u0 >> 6) & top2) << 4);
+    const uint32_t mn_hi = ((u2 >> 4) & nib) | (((u1 >> 6) & top2) << 4);
+    const __m128i packed = _mm_set_epi32((int)mn_hi, (int)(u1 & low6),
+                                         (int)sc_hi, (int)(u0 & low6));
+    const float d = half_at(b), dmin = half_at(b + 2);
+    const __m512 dd = _mm512_insertf32x8(
+        _mm512_set1_ps(d), _mm256_set1_ps(dmin), 1);
+    return _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(packed)));
+}
+
+AVX512 __m512 lane(__m512 v, int i) {
+    return _mm512_permutexvar_ps(_mm512_set1_epi32(i), v);
+}
+
+/* Sub-block g (0..7) of a q4_k/q5_k block: its nibbles are bytes 32 (g /
+ * 2) .. +31 of qs, low for even g, high for odd; v[0], v[1] hold them (as
+ * the low 4 bits) for weights 0..15, 16..31. */
+AVX512 void k_nibbles(const uint8_t *qs, int g, __m512i v[2]) {
     v[0] = bytes16(qs + 32 * (g / 2));
     v[1] = bytes16(qs + 32 * (g / 2) + 16);
     if (g & 1) {
@@ -139,21 +175,31 @@ AVX512 void k_sub_block(const uint8_t *b, const uint8_t *qs, int g, float *a,
     }
 }
 
-AVX512 void group_q4_k(const uint8_t *b, int g, __m512 w[2]) {
-    float a, o;
+/* Weights a * q - o (as the dequantizer: a * q, then minus o), q = base +
+ * 0..15, for sub-block g. */
+AVX512 __m512 k_table(__m512 sc, int g, float base) {
+    return _mm512_sub_ps(
+        _mm512_mul_ps(lane(sc, g), iota_plus(base)), lane(sc, 8 + g));
+}
+
+#define prep_q4_k k_scales_mins
+#define prep_q5_k k_scales_mins
+
+AVX512 void group_q4_k(const uint8_t *b, int g, __m512 sc,
+                       __m512 w[2]) {
     __m512i v[2];
-    k_sub_block(b, b + 16, g, &a, &o, v);
-    const __m512 t = table16(a, 0.0f, -o);
+    k_nibbles(b + 16, g, v);
+    const __m512 t = k_table(sc, g, 0.0f);
     w[0] = _mm512_permutexvar_ps(v[0], t);
     w[1] = _mm512_permutexvar_ps(v[1], t);
 }
 
 /* q5_k: bit g of qh byte l is the fifth bit of weight l of sub-block g. */
-AVX512 void group_q5_k(const uint8_t *b, int g, __m512 w[2]) {
-    float a, o;
+AVX512 void group_q5_k(const uint8_t *b, int g, __m512 sc,
+                       __m512 w[2]) {
     __m512i v[2];
-    k_sub_block(b, b + 48, g, &a, &o, v);
-    const __m512 lo = table16(a, 0.0f, -o), hi = table16(a, 16.0f, -o);
+    k_nibbles(b + 48, g, v);
+    const __m512 lo = k_table(sc, g, 0.0f), hi = k_table(sc, g, 16.0f);
     const __mmask32 fifth = _mm256_test_epi8_mask(
         _mm256_loadu_si256((const __m256i *)(b + 16)),
         _mm256_set1_epi8((char)(1 << g)));
@@ -161,10 +207,18 @@ AVX512 void group_q5_k(const uint8_t *b, int g, __m512 w[2]) {
     w[1] = look32(v[1], (__mmask16)(fifth >> 16), lo, hi);
 }
 
+/* The 16 scales of a q6_k block times d (the dequantizer's products). */
+AVX512 __m512 prep_q6_k(const uint8_t *b) {
+    return _mm512_mul_ps(
+        _mm512_set1_ps(half_at(b + 208)),
+        sbytes16(_mm_loadu_si128((const __m128i *)(b + 192))));
+}
+
 /* Group g = 4 h + t of a q6_k block (half h, quarter t): weight l has
  * the nibble of ql byte l + 32 (t & 1) (low for t < 2) and bits 2t, 2t + 1
  * of qh byte l; a scale per 16 weights. */
-AVX512 void group_q6_k(const uint8_t *b, int g, __m512 w[2]) {
+AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc,
+                       __m512 w[2]) {
     const int h = g / 4, t = g % 4;
     const __m256i ql =
         _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32 * (t & 1)));
@@ -175,11 +229,9 @@ AVX512 void group_q6_k(const uint8_t *b, int g, __m512 w[2]) {
         _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * t)), _mm256_set1_epi8(3));
     const __m256i q = _mm256_sub_epi8(
         _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
-    const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + 2 * t;
-    const float d = half_at(b + 208);
-    w[0] = _mm512_mul_ps(_mm512_set1_ps(d * (float)sc[0]),
+    w[0] = _mm512_mul_ps(lane(sc, 8 * h + 2 * t),
                          sbytes16(_mm256_castsi256_si128(q)));
-    w[1] = _mm512_mul_ps(_mm512_set1_ps(d * (float)sc[1]),
+    w[1] = _mm512_mul_ps(lane(sc, 8 * h + 2 * t + 1),
                          sbytes16(_mm256_extracti128_si256(q, 1)));
 }
 
@@ -199,14 +251,20 @@ AVX512 void group_q6_k(const uint8_t *b, int g, __m512 w[2]) {
             const uint8_t *blk = row + b * (BB);                               \
             _Pragma("GCC unroll 32")                                           \
             for (int j = 0; j < R; j++)                                        \
-                _mm_prefetch((const char *)blk + j * row_bytes + PREFETCH_BYTES, \
-                             _MM_HINT_T0);                                     \
+                for (int line = 0; line < (BB); line += 64)                    \
+                    _mm_prefetch((const char *)blk + j * row_bytes +           \
+                                     PREFETCH_BYTES + line,                    \
+                                 _MM_HINT_T0);                                 \
+            __m512 sc[ROWS_PER_PASS];                                          \
+            _Pragma("GCC unroll 32")                                           \
+            for (int j = 0; j < R; j++)                                        \
+                sc[j] = prep_##name(blk + j * row_bytes);                      \
             _Pragma("GCC unroll 32")                                           \
             for (int g = 0; g < (BE) / 32; g++) {                              \
                 __m512 w[ROWS_PER_PASS][2];                                    \
                 _Pragma("GCC unroll 32")                                       \
                 for (int j = 0; j < R; j++)                                    \
-                    group_##name(blk + j * row_bytes, g, w[j]);                \
+                    group_##name(blk + j * row_bytes, g, sc[j], w[j]);         \
                 const float *xg = jb->x + b * (BE) + 32 * g;                   \
                 _Pragma("GCC unroll 32")                                       \
                 for (int i = 0; i < M; i++) {                                  \
