@@ -10,10 +10,11 @@
  * per 16 weights (a0, a1) and an offset b, so that w = a * q + b, computed
  * as a multiply then an add — the same two f32 roundings as the portable
  * decoder and ggml's dequantization, so the weights used are exactly the
- * dequantized ones. They are multiplied into 32 lane accumulators per row
- * of x (w[j] * x[j] summed into lane j mod 32, as the portable kernel) and
- * the lanes summed at the end of the weight row. Machines with AVX-512 run
- * this kernel too: it is bound by memory bandwidth, not by vector width.
+ * dequantized ones. They are multiplied into 16 lane accumulators per row
+ * of x, 4 weight rows per pass when x has one row, with every cache line
+ * of the blocks prefetched ahead; the lanes are summed at the end of the
+ * weight row. Machines with AVX-512 run ggml_matvec_avx512.c instead
+ * (building with -DEM_GGML_NO_AVX512 makes them run this one, to test it).
  */
 #include "ggml_blocks.h"
 
@@ -36,6 +37,7 @@ AVX2 float half_at(const uint8_t *p) {
 typedef struct group32 {
     __m256i q;
     float a0, a1, b;
+    int has_offset; /* a constant of the format: b is not always 0 */
 } group32;
 
 AVX2 __m256i nibbles(const uint8_t *p) { /* 16 bytes -> lo then hi */
@@ -61,6 +63,7 @@ AVX2 void group_q4_0(const uint8_t *b, int g, group32 *o) {
     o->q = _mm256_sub_epi8(nibbles(b + 2), _mm256_set1_epi8(8));
     o->a0 = o->a1 = half_at(b);
     o->b = 0.0f;
+    o->has_offset = 0;
 }
 
 AVX2 void group_q4_1(const uint8_t *b, int g, group32 *o) {
@@ -68,6 +71,7 @@ AVX2 void group_q4_1(const uint8_t *b, int g, group32 *o) {
     o->q = nibbles(b + 4);
     o->a0 = o->a1 = half_at(b);
     o->b = half_at(b + 2);
+    o->has_offset = 1;
 }
 
 AVX2 void group_q5_0(const uint8_t *b, int g, group32 *o) {
@@ -76,6 +80,7 @@ AVX2 void group_q5_0(const uint8_t *b, int g, group32 *o) {
     o->q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
     o->a0 = o->a1 = half_at(b);
     o->b = 0.0f;
+    o->has_offset = 0;
 }
 
 AVX2 void group_q5_1(const uint8_t *b, int g, group32 *o) {
@@ -83,6 +88,7 @@ AVX2 void group_q5_1(const uint8_t *b, int g, group32 *o) {
     o->q = _mm256_or_si256(nibbles(b + 8), fifth_bits(ggml_u32(b + 4)));
     o->a0 = o->a1 = half_at(b);
     o->b = half_at(b + 2);
+    o->has_offset = 1;
 }
 
 AVX2 void group_q8_0(const uint8_t *b, int g, group32 *o) {
@@ -90,6 +96,7 @@ AVX2 void group_q8_0(const uint8_t *b, int g, group32 *o) {
     o->q = _mm256_loadu_si256((const __m256i *)(b + 2));
     o->a0 = o->a1 = half_at(b);
     o->b = 0.0f;
+    o->has_offset = 0;
 }
 
 /* Sub-block g (0..7) of a q4_k/q5_k block: nibbles of bytes 32 (g / 2)
@@ -105,6 +112,7 @@ AVX2 void k_scales(const uint8_t *b, int g, group32 *o) {
     ggml_k_scale_min(b + 4, g, &sc, &mn);
     o->a0 = o->a1 = half_at(b) * (float)sc;
     o->b = -(half_at(b + 2) * (float)mn);
+    o->has_offset = 1;
 }
 
 AVX2 void group_q4_k(const uint8_t *b, int g, group32 *o) {
@@ -137,9 +145,13 @@ AVX2 void group_q6_k(const uint8_t *b, int g, group32 *o) {
     o->a0 = d * (float)sc[0];
     o->a1 = d * (float)sc[1];
     o->b = 0.0f;
+    o->has_offset = 0;
 }
 
-/* The group's 32 weights as 4 x 8 floats: w = a * q + b (mul, then add). */
+/* The group's 32 weights as 4 x 8 floats: w = a * q + b. a * q is exact
+ * for every format (at most 24 significant bits), so one fused
+ * multiply-add rounds as the dequantizer's multiply then add; formats
+ * without an offset only multiply. */
 AVX2 void weights(const group32 *gr, __m256 w[4]) {
     const __m128i lo = _mm256_castsi256_si128(gr->q);
     const __m128i hi = _mm256_extracti128_si256(gr->q, 1);
@@ -149,62 +161,105 @@ AVX2 void weights(const group32 *gr, __m256 w[4]) {
     const __m256 b = _mm256_set1_ps(gr->b);
     for (int i = 0; i < 4; i++) {
         const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[i]));
-        w[i] = _mm256_add_ps(_mm256_mul_ps(i < 2 ? a0 : a1, q), b);
+        w[i] = !gr->has_offset ? _mm256_mul_ps(i < 2 ? a0 : a1, q)
+                             : _mm256_fmadd_ps(i < 2 ? a0 : a1, q, b);
     }
 }
 
-AVX2 float hsum_lanes(const __m256 acc[4]) {
-    float lane[32], t[16];
-    for (int i = 0; i < 4; i++)
-        _mm256_storeu_ps(lane + 8 * i, acc[i]);
-    for (int j = 0; j < 16; j++)
-        t[j] = lane[j] + lane[j + 16];
-    for (int w = 8; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            t[j] += t[j + w];
-    return t[0];
+AVX2 float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v),
+                          _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
 }
 
-/* Weight row r against m rows of x; inlined with m = 1 (decoding, the
- * accumulators stay in registers) and with the job's m. */
+/* Weight rows decoded together when x has one row: each x load serves
+ * them all, and 2 accumulators a row give 8 independent FMA chains (16
+ * ymm registers: 8 accumulators, a group's 4 weight vectors, x). */
+#define ROWS_PER_PASS 4
+/* Bytes ahead of each row's position that are prefetched into L1. */
+#define PREFETCH_BYTES 2048
+
+/* R weight rows from r against M rows of x (compile-time constants once
+ * inlined): out[i][r + j]. The 32 weights of a group go into 2
+ * accumulators (weights 0..7 and 16..23 into one, 8..15 and 24..31 into
+ * the other), summed at the end of the row. */
 #define DEFINE_AVX2_MATVEC(T, name, BE, BB)                                    \
-    AVX2 void avx2_row_##name(const ggml_matvec_job *jb, int64_t r,            \
-                              int64_t m) {                                     \
+    AVX2 void avx2_rows_##name(const ggml_matvec_job *jb, int64_t r,           \
+                               const int R, const int M) {                     \
         const int64_t nblocks = jb->k / (BE), k = jb->k;                       \
-        const uint8_t *row = jb->raw + r * nblocks * (BB);                     \
-        __m256 acc[GGML_MATVEC_MAX_ROWS][4];                                   \
-        for (int64_t i = 0; i < m; i++)                                        \
-            for (int v = 0; v < 4; v++)                                        \
-                acc[i][v] = _mm256_setzero_ps();                               \
+        const int64_t row_bytes = nblocks * (BB);                              \
+        const uint8_t *row = jb->raw + r * row_bytes;                          \
+        __m256 acc[ROWS_PER_PASS * GGML_MATVEC_MAX_ROWS][2];                   \
+        _Pragma("GCC unroll 32")                                               \
+        for (int a = 0; a < R * M; a++)                                        \
+            acc[a][0] = acc[a][1] = _mm256_setzero_ps();                       \
         for (int64_t b = 0; b < nblocks; b++) {                                \
             const uint8_t *blk = row + b * (BB);                               \
-            _mm_prefetch((const char *)(blk + 8 * (BB)), _MM_HINT_T0);         \
+            _Pragma("GCC unroll 32")                                           \
+            for (int j = 0; j < R; j++)                                        \
+                for (int line = 0; line < (BB); line += 64)                    \
+                    _mm_prefetch((const char *)blk + j * row_bytes +           \
+                                     PREFETCH_BYTES + line,                    \
+                                 _MM_HINT_T0);                                 \
+            _Pragma("GCC unroll 32")                                           \
             for (int g = 0; g < (BE) / 32; g++) {                              \
-                group32 gr;                                                    \
-                __m256 w[4];                                                   \
-                group_##name(blk, g, &gr);                                     \
-                weights(&gr, w);                                               \
                 const float *xg = jb->x + b * (BE) + 32 * g;                   \
-                for (int64_t i = 0; i < m; i++)                                \
-                    for (int v = 0; v < 4; v++)                                \
-                        acc[i][v] = _mm256_fmadd_ps(                           \
-                            w[v], _mm256_loadu_ps(xg + i * k + 8 * v),         \
-                            acc[i][v]);                                        \
+                _Pragma("GCC unroll 32")                                       \
+                for (int j = 0; j < R; j++) {                                  \
+                    group32 gr;                                                \
+                    __m256 w[4];                                               \
+                    group_##name(blk + j * row_bytes, g, &gr);                 \
+                    weights(&gr, w);                                           \
+                    _Pragma("GCC unroll 32")                                   \
+                    for (int i = 0; i < M; i++) {                              \
+                        __m256 *s = acc[i * R + j];                            \
+                        _Pragma("GCC unroll 4")                                \
+                        for (int v = 0; v < 4; v++)                            \
+                            s[v & 1] = _mm256_fmadd_ps(                        \
+                                w[v], _mm256_loadu_ps(xg + i * k + 8 * v),     \
+                                s[v & 1]);                                     \
+                    }                                                          \
+                }                                                              \
             }                                                                  \
         }                                                                      \
-        for (int64_t i = 0; i < m; i++)                                        \
-            jb->out[i * jb->n + r] = hsum_lanes(acc[i]);                       \
+        _Pragma("GCC unroll 32")                                               \
+        for (int i = 0; i < M; i++)                                            \
+            _Pragma("GCC unroll 32")                                           \
+            for (int j = 0; j < R; j++)                                        \
+                jb->out[i * jb->n + r + j] = hsum8(                            \
+                    _mm256_add_ps(acc[i * R + j][0], acc[i * R + j][1]));      \
     }                                                                          \
-    __attribute__((target("avx2,fma,f16c"))) static void avx2_##name(               \
+    __attribute__((target("avx2,fma,f16c"))) static void avx2_##name(          \
         void *ctx, int64_t r0, int64_t r1) {                                   \
         const ggml_matvec_job *jb = ctx;                                       \
-        for (int64_t r = r0; r < r1; r++) {                                    \
-            if (jb->m == 1)                                                    \
-                avx2_row_##name(jb, r, 1);                                     \
-            else                                                               \
-                avx2_row_##name(jb, r, jb->m);                                 \
+        int64_t r = r0;                                                        \
+        switch (jb->m) {                                                       \
+        case 1:                                                                \
+            for (; r + ROWS_PER_PASS <= r1; r += ROWS_PER_PASS)                \
+                avx2_rows_##name(jb, r, ROWS_PER_PASS, 1);                     \
+            for (; r < r1; r++)                                                \
+                avx2_rows_##name(jb, r, 1, 1);                                 \
+            break;                                                             \
+            AVX2_CASES_M_2_TO_8(name)                                          \
         }                                                                      \
     }
+
+/* x with 2..8 rows: one weight row per pass, M accumulator pairs. */
+#define AVX2_CASE_M(name, mm)                                                  \
+    case mm:                                                                   \
+        for (; r < r1; r++)                                                    \
+            avx2_rows_##name(jb, r, 1, mm);                                    \
+        break;
+#define AVX2_CASES_M_2_TO_8(name)                                              \
+    AVX2_CASE_M(name, 2)                                                       \
+    AVX2_CASE_M(name, 3)                                                       \
+    AVX2_CASE_M(name, 4)                                                       \
+    AVX2_CASE_M(name, 5)                                                       \
+    AVX2_CASE_M(name, 6)                                                       \
+    AVX2_CASE_M(name, 7)                                                       \
+    AVX2_CASE_M(name, 8)
 
 EM_GGML_BLOCK_TYPES(DEFINE_AVX2_MATVEC)
 

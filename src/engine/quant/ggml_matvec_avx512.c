@@ -20,11 +20,14 @@
  *
  * The sum of a row is accumulated in 16 lanes x 2 (weights 0..15 and
  * 16..31 of each group of 32) and reduced at the end: another order than
- * the portable kernel's 32 lanes, within the tests' bounds.
+ * the portable kernel's 32 lanes, within the tests' bounds. Building with
+ * -DEM_GGML_NO_AVX512 leaves this kernel out (to test the AVX2 one on
+ * AVX-512 machines).
  */
 #include "ggml_blocks.h"
 
-#if defined(__x86_64__) && !defined(EM_SIMD_BASELINE)
+#if defined(__x86_64__) && !defined(EM_SIMD_BASELINE) &&                       \
+    !defined(EM_GGML_NO_AVX512)
 
 #include <cpuid.h>
 #include <immintrin.h>
