@@ -93,8 +93,7 @@ static uint8_t random_byte(void) {
 }
 
 /* Random blocks with finite half scales (0x2000..0x2fff: small normals). */
-static em_array *random_blocks(int type, int64_t n, int64_t k,
-                               size_t *nbytes) {
+static em_array *random_blocks(int type, int64_t n, int64_t k, size_t *nbytes) {
     int64_t be, bb;
     if (em_ggml_type_info(type, &be, &bb))
         die("type");
@@ -127,7 +126,8 @@ static int type_selected(const char *name) {
     if (!list || !*list)
         return 1;
     const size_t len = strlen(name);
-    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+    for (const char *p = list; p;
+         p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
         if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == 0))
             return 1;
     return 0;

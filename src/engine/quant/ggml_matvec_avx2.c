@@ -76,7 +76,8 @@ AVX2 void group_q4_1(const uint8_t *b, int g, group32 *o) {
 
 AVX2 void group_q5_0(const uint8_t *b, int g, group32 *o) {
     (void)g;
-    const __m256i q = _mm256_or_si256(nibbles(b + 6), fifth_bits(ggml_u32(b + 2)));
+    const __m256i q =
+        _mm256_or_si256(nibbles(b + 6), fifth_bits(ggml_u32(b + 2)));
     o->q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
     o->a0 = o->a1 = half_at(b);
     o->b = 0.0f;
@@ -162,13 +163,13 @@ AVX2 void weights(const group32 *gr, __m256 w[4]) {
     for (int i = 0; i < 4; i++) {
         const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[i]));
         w[i] = !gr->has_offset ? _mm256_mul_ps(i < 2 ? a0 : a1, q)
-                             : _mm256_fmadd_ps(i < 2 ? a0 : a1, q, b);
+                               : _mm256_fmadd_ps(i < 2 ? a0 : a1, q, b);
     }
 }
 
 AVX2 float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v),
-                          _mm256_extractf128_ps(v, 1));
+    __m128 s =
+        _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
@@ -263,12 +264,25 @@ AVX2 float hsum8(__m256 v) {
 
 EM_GGML_BLOCK_TYPES(DEFINE_AVX2_MATVEC)
 
-em_range_fn em__ggml_matvec_avx2(int type) {
+/* Whether the CPU has the kernel's instructions, asked once: CPUID can
+ * trap to the hypervisor in a virtual machine. */
+static int cpu_has_avx2(void) {
+    static atomic_int known = -1;
+    int supported = atomic_load_explicit(&known, memory_order_relaxed);
+    if (supported >= 0)
+        return supported;
     __builtin_cpu_init();
     unsigned eax, ebx, ecx, edx; /* F16C: CPUID leaf 1, ECX (clang's
                                     __builtin_cpu_supports lacks it) */
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
-        !__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_F16C))
+    supported = __builtin_cpu_supports("avx2") &&
+                __builtin_cpu_supports("fma") &&
+                __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+    atomic_store_explicit(&known, supported, memory_order_relaxed);
+    return supported;
+}
+
+em_range_fn em__ggml_matvec_avx2(int type) {
+    if (!cpu_has_avx2())
         return NULL;
     switch (type) {
 #define AVX2_CASE(T, name, BE, BB)                                             \

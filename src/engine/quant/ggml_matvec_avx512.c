@@ -93,8 +93,7 @@ NO_PREP(q5_0)
 NO_PREP(q5_1)
 NO_PREP(q8_0)
 
-AVX512 void group_q4_0(const uint8_t *b, int g, __m512 sc,
-                       __m512 w[2]) {
+AVX512 void group_q4_0(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
     (void)g, (void)sc;
     const __m512 t = table16(half_at(b), -8.0f, 0.0f);
     const __m512i v = bytes16(b + 2);
@@ -102,8 +101,7 @@ AVX512 void group_q4_0(const uint8_t *b, int g, __m512 sc,
     w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
 }
 
-AVX512 void group_q4_1(const uint8_t *b, int g, __m512 sc,
-                       __m512 w[2]) {
+AVX512 void group_q4_1(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
     (void)g, (void)sc;
     const __m512 t = table16(half_at(b), 0.0f, half_at(b + 2));
     const __m512i v = bytes16(b + 4);
@@ -111,8 +109,7 @@ AVX512 void group_q4_1(const uint8_t *b, int g, __m512 sc,
     w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
 }
 
-AVX512 void group_q5_0(const uint8_t *b, int g, __m512 sc,
-                       __m512 w[2]) {
+AVX512 void group_q5_0(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
     (void)g, (void)sc;
     const float d = half_at(b);
     const __m512 lo = table16(d, -16.0f, 0.0f), hi = table16(d, 0.0f, 0.0f);
@@ -122,8 +119,7 @@ AVX512 void group_q5_0(const uint8_t *b, int g, __m512 sc,
     w[1] = look32(_mm512_srli_epi32(v, 4), (__mmask16)(qh >> 16), lo, hi);
 }
 
-AVX512 void group_q5_1(const uint8_t *b, int g, __m512 sc,
-                       __m512 w[2]) {
+AVX512 void group_q5_1(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
     (void)g, (void)sc;
     const float d = half_at(b), m = half_at(b + 2);
     const __m512 lo = table16(d, 0.0f, m), hi = table16(d, 16.0f, m);
@@ -133,11 +129,11 @@ AVX512 void group_q5_1(const uint8_t *b, int g, __m512 sc,
     w[1] = look32(_mm512_srli_epi32(v, 4), (__mmask16)(qh >> 16), lo, hi);
 }
 
-AVX512 void group_q8_0(const uint8_t *b, int g, __m512 sc,
-                       __m512 w[2]) {
+AVX512 void group_q8_0(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
     (void)g, (void)sc;
     const __m512 d = _mm512_set1_ps(half_at(b));
-    w[0] = _mm512_mul_ps(d, sbytes16(_mm_loadu_si128((const __m128i *)(b + 2))));
+    w[0] =
+        _mm512_mul_ps(d, sbytes16(_mm_loadu_si128((const __m128i *)(b + 2))));
     w[1] =
         _mm512_mul_ps(d, sbytes16(_mm_loadu_si128((const __m128i *)(b + 18))));
 }
@@ -188,8 +184,7 @@ AVX512 __m512 k_table(__m512 sc, int g, float base) {
 #define prep_q4_k k_scales_mins
 #define prep_q5_k k_scales_mins
 
-AVX512 void group_q4_k(const uint8_t *b, int g, __m512 sc,
-                       __m512 w[2]) {
+AVX512 void group_q4_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
     __m512i v[2];
     k_nibbles(b + 16, g, v);
     const __m512 t = k_table(sc, g, 0.0f);
@@ -198,8 +193,7 @@ AVX512 void group_q4_k(const uint8_t *b, int g, __m512 sc,
 }
 
 /* q5_k: bit g of qh byte l is the fifth bit of weight l of sub-block g. */
-AVX512 void group_q5_k(const uint8_t *b, int g, __m512 sc,
-                       __m512 w[2]) {
+AVX512 void group_q5_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
     __m512i v[2];
     k_nibbles(b + 48, g, v);
     const __m512 lo = k_table(sc, g, 0.0f), hi = k_table(sc, g, 16.0f);
@@ -220,8 +214,7 @@ AVX512 __m512 prep_q6_k(const uint8_t *b) {
 /* Group g = 4 h + t of a q6_k block (half h, quarter t): weight l has
  * the nibble of ql byte l + 32 (t & 1) (low for t < 2) and bits 2t, 2t + 1
  * of qh byte l; a scale per 16 weights. */
-AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc,
-                       __m512 w[2]) {
+AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
     const int h = g / 4, t = g % 4;
     const __m256i ql =
         _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32 * (t & 1)));
@@ -321,16 +314,29 @@ AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc,
 
 EM_GGML_BLOCK_TYPES(DEFINE_AVX512_MATVEC)
 
-em_range_fn em__ggml_matvec_avx512(int type) {
+/* Whether the CPU has the kernel's instructions, asked once: CPUID can
+ * trap to the hypervisor in a virtual machine. */
+static int cpu_has_avx512(void) {
+    static atomic_int known = -1;
+    int supported = atomic_load_explicit(&known, memory_order_relaxed);
+    if (supported >= 0)
+        return supported;
     __builtin_cpu_init();
     unsigned eax, ebx, ecx, edx; /* F16C: CPUID leaf 1, ECX (clang's
                                     __builtin_cpu_supports lacks it) */
-    if (!__builtin_cpu_supports("avx512f") ||
-        !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vl") ||
-        !__builtin_cpu_supports("avx512dq") ||
-        !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
-        !__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_F16C))
+    supported = __builtin_cpu_supports("avx512f") &&
+                __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") &&
+                __builtin_cpu_supports("avx512dq") &&
+                __builtin_cpu_supports("avx2") &&
+                __builtin_cpu_supports("fma") &&
+                __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+    atomic_store_explicit(&known, supported, memory_order_relaxed);
+    return supported;
+}
+
+em_range_fn em__ggml_matvec_avx512(int type) {
+    if (!cpu_has_avx512())
         return NULL;
     switch (type) {
 #define AVX512_CASE(T, name, BE, BB)                                           \
