@@ -23,6 +23,14 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+/* Loops over the rows of a pass and of x are unrolled completely, so that
+ * the accumulators and decoded weights stay in registers. */
+#if defined(__clang__)
+#define UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL _Pragma("GCC unroll 32")
+#endif
+
 #define AVX2                                                                   \
     __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
 
@@ -193,30 +201,30 @@ AVX2 float hsum8(__m256 v) {
         const int64_t row_bytes = nblocks * (BB);                              \
         const uint8_t *row = jb->raw + r * row_bytes;                          \
         __m256 acc[ROWS_PER_PASS * GGML_MATVEC_MAX_ROWS][2];                   \
-        _Pragma("GCC unroll 32")                                               \
+        UNROLL                                                                 \
         for (int a = 0; a < R * M; a++)                                        \
             acc[a][0] = acc[a][1] = _mm256_setzero_ps();                       \
         for (int64_t b = 0; b < nblocks; b++) {                                \
             const uint8_t *blk = row + b * (BB);                               \
-            _Pragma("GCC unroll 32")                                           \
+            UNROLL                                                             \
             for (int j = 0; j < R; j++)                                        \
                 for (int line = 0; line < (BB); line += 64)                    \
                     _mm_prefetch((const char *)blk + j * row_bytes +           \
                                      PREFETCH_BYTES + line,                    \
                                  _MM_HINT_T0);                                 \
-            _Pragma("GCC unroll 32")                                           \
+            UNROLL                                                             \
             for (int g = 0; g < (BE) / 32; g++) {                              \
                 const float *xg = jb->x + b * (BE) + 32 * g;                   \
-                _Pragma("GCC unroll 32")                                       \
+                UNROLL                                                         \
                 for (int j = 0; j < R; j++) {                                  \
                     group32 gr;                                                \
                     __m256 w[4];                                               \
                     group_##name(blk + j * row_bytes, g, &gr);                 \
                     weights(&gr, w);                                           \
-                    _Pragma("GCC unroll 32")                                   \
+                    UNROLL                                                     \
                     for (int i = 0; i < M; i++) {                              \
                         __m256 *s = acc[i * R + j];                            \
-                        _Pragma("GCC unroll 4")                                \
+                        UNROLL                                                 \
                         for (int v = 0; v < 4; v++)                            \
                             s[v & 1] = _mm256_fmadd_ps(                        \
                                 w[v], _mm256_loadu_ps(xg + i * k + 8 * v),     \
@@ -225,9 +233,9 @@ AVX2 float hsum8(__m256 v) {
                 }                                                              \
             }                                                                  \
         }                                                                      \
-        _Pragma("GCC unroll 32")                                               \
+        UNROLL                                                                 \
         for (int i = 0; i < M; i++)                                            \
-            _Pragma("GCC unroll 32")                                           \
+            UNROLL                                                             \
             for (int j = 0; j < R; j++)                                        \
                 jb->out[i * jb->n + r + j] = hsum8(                            \
                     _mm256_add_ps(acc[i * R + j][0], acc[i * R + j][1]));      \

@@ -32,6 +32,14 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+/* Loops over the rows of a pass and of x are unrolled completely, so that
+ * the accumulators and decoded weights stay in registers. */
+#if defined(__clang__)
+#define UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL _Pragma("GCC unroll 32")
+#endif
+
 #define AVX512_TARGET "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"
 #define AVX512                                                                 \
     __attribute__((target(AVX512_TARGET), always_inline)) static inline
@@ -240,33 +248,33 @@ AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
         const uint8_t *row = jb->raw + r * nblocks * (BB);                     \
         const int64_t row_bytes = nblocks * (BB);                              \
         __m512 acc[ROWS_PER_PASS * GGML_MATVEC_MAX_ROWS][2];                   \
-        _Pragma("GCC unroll 32")                                               \
+        UNROLL                                                                 \
         for (int a = 0; a < R * M; a++)                                        \
             acc[a][0] = acc[a][1] = _mm512_setzero_ps();                       \
         for (int64_t b = 0; b < nblocks; b++) {                                \
             const uint8_t *blk = row + b * (BB);                               \
-            _Pragma("GCC unroll 32")                                           \
+            UNROLL                                                             \
             for (int j = 0; j < R; j++)                                        \
                 for (int line = 0; line < (BB); line += 64)                    \
                     _mm_prefetch((const char *)blk + j * row_bytes +           \
                                      PREFETCH_BYTES + line,                    \
                                  _MM_HINT_T0);                                 \
             __m512 sc[ROWS_PER_PASS];                                          \
-            _Pragma("GCC unroll 32")                                           \
+            UNROLL                                                             \
             for (int j = 0; j < R; j++)                                        \
                 sc[j] = prep_##name(blk + j * row_bytes);                      \
-            _Pragma("GCC unroll 32")                                           \
+            UNROLL                                                             \
             for (int g = 0; g < (BE) / 32; g++) {                              \
                 __m512 w[ROWS_PER_PASS][2];                                    \
-                _Pragma("GCC unroll 32")                                       \
+                UNROLL                                                         \
                 for (int j = 0; j < R; j++)                                    \
                     group_##name(blk + j * row_bytes, g, sc[j], w[j]);         \
                 const float *xg = jb->x + b * (BE) + 32 * g;                   \
-                _Pragma("GCC unroll 32")                                       \
+                UNROLL                                                         \
                 for (int i = 0; i < M; i++) {                                  \
                     const __m512 x0 = _mm512_loadu_ps(xg + i * k);             \
                     const __m512 x1 = _mm512_loadu_ps(xg + i * k + 16);        \
-                    _Pragma("GCC unroll 32")                                   \
+                    UNROLL                                                     \
                     for (int j = 0; j < R; j++) {                              \
                         __m512 *s = acc[i * R + j];                            \
                         s[0] = _mm512_fmadd_ps(w[j][0], x0, s[0]);             \
@@ -275,9 +283,9 @@ AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
                 }                                                              \
             }                                                                  \
         }                                                                      \
-        _Pragma("GCC unroll 32")                                               \
+        UNROLL                                                                 \
         for (int i = 0; i < M; i++)                                            \
-            _Pragma("GCC unroll 32")                                           \
+            UNROLL                                                             \
             for (int j = 0; j < R; j++)                                        \
                 jb->out[i * jb->n + r + j] = _mm512_reduce_add_ps(             \
                     _mm512_add_ps(acc[i * R + j][0], acc[i * R + j][1]));      \
