@@ -168,6 +168,7 @@ AVX2 void weights(const group32 *gr, __m256 w[4]) {
                              _mm_srli_si128(hi, 8)};
     const __m256 a0 = _mm256_set1_ps(gr->a0), a1 = _mm256_set1_ps(gr->a1);
     const __m256 b = _mm256_set1_ps(gr->b);
+    UNROLL
     for (int i = 0; i < 4; i++) {
         const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[i]));
         w[i] = !gr->has_offset ? _mm256_mul_ps(i < 2 ? a0 : a1, q)
