@@ -91,8 +91,8 @@ AVX512 __m512 look32(__m512i idx, __mmask16 fifth, __m512 lo, __m512 hi) {
 /* Group g (32 weights) of a block: w[0] weights 0..15, w[1] 16..31; sc
  * holds what prep_<type> computed once per block (the K-quants' scales). */
 #define NO_PREP(name)                                                          \
-    AVX512 __m512 prep_##name(const uint8_t *b) {                              \
-        (void)b;                                                               \
+    AVX512 __m512 prep_##name(const uint8_t *b, int8_t *qs6) {                 \
+        (void)b, (void)qs6;                                                    \
         return _mm512_setzero_ps();                                            \
     }
 NO_PREP(q4_0)
@@ -101,24 +101,27 @@ NO_PREP(q5_0)
 NO_PREP(q5_1)
 NO_PREP(q8_0)
 
-AVX512 void group_q4_0(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
-    (void)g, (void)sc;
+AVX512 void group_q4_0(const uint8_t *b, int g, __m512 sc,
+                       const int8_t *qs6, __m512 w[2]) {
+    (void)g, (void)sc, (void)qs6;
     const __m512 t = table16(half_at(b), -8.0f, 0.0f);
     const __m512i v = bytes16(b + 2);
     w[0] = _mm512_permutexvar_ps(v, t);
     w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
 }
 
-AVX512 void group_q4_1(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
-    (void)g, (void)sc;
+AVX512 void group_q4_1(const uint8_t *b, int g, __m512 sc,
+                       const int8_t *qs6, __m512 w[2]) {
+    (void)g, (void)sc, (void)qs6;
     const __m512 t = table16(half_at(b), 0.0f, half_at(b + 2));
     const __m512i v = bytes16(b + 4);
     w[0] = _mm512_permutexvar_ps(v, t);
     w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
 }
 
-AVX512 void group_q5_0(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
-    (void)g, (void)sc;
+AVX512 void group_q5_0(const uint8_t *b, int g, __m512 sc,
+                       const int8_t *qs6, __m512 w[2]) {
+    (void)g, (void)sc, (void)qs6;
     const float d = half_at(b);
     const __m512 lo = table16(d, -16.0f, 0.0f), hi = table16(d, 0.0f, 0.0f);
     const uint32_t qh = ggml_u32(b + 2);
@@ -127,8 +130,9 @@ AVX512 void group_q5_0(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
     w[1] = look32(_mm512_srli_epi32(v, 4), (__mmask16)(qh >> 16), lo, hi);
 }
 
-AVX512 void group_q5_1(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
-    (void)g, (void)sc;
+AVX512 void group_q5_1(const uint8_t *b, int g, __m512 sc,
+                       const int8_t *qs6, __m512 w[2]) {
+    (void)g, (void)sc, (void)qs6;
     const float d = half_at(b), m = half_at(b + 2);
     const __m512 lo = table16(d, 0.0f, m), hi = table16(d, 16.0f, m);
     const uint32_t qh = ggml_u32(b + 4);
@@ -137,8 +141,9 @@ AVX512 void group_q5_1(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
     w[1] = look32(_mm512_srli_epi32(v, 4), (__mmask16)(qh >> 16), lo, hi);
 }
 
-AVX512 void group_q8_0(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
-    (void)g, (void)sc;
+AVX512 void group_q8_0(const uint8_t *b, int g, __m512 sc,
+                       const int8_t *qs6, __m512 w[2]) {
+    (void)g, (void)sc, (void)qs6;
     const __m512 d = _mm512_set1_ps(half_at(b));
     w[0] =
         _mm512_mul_ps(d, sbytes16(_mm_loadu_si128((const __m128i *)(b + 2))));
@@ -189,11 +194,20 @@ AVX512 __m512 k_table(__m512 sc, int g, float base) {
         _mm512_mul_ps(lane(sc, g), iota_plus(base)), lane(sc, 8 + g));
 }
 
-#define prep_q4_k k_scales_mins
-#define prep_q5_k k_scales_mins
+AVX512 __m512 prep_q4_k(const uint8_t *b, int8_t *qs6) {
+    (void)qs6;
+    return k_scales_mins(b);
+}
 
-AVX512 void group_q4_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
+AVX512 __m512 prep_q5_k(const uint8_t *b, int8_t *qs6) {
+    (void)qs6;
+    return k_scales_mins(b);
+}
+
+AVX512 void group_q4_k(const uint8_t *b, int g, __m512 sc,
+                       const int8_t *qs6, __m512 w[2]) {
     __m512i v[2];
+    (void)qs6;
     k_nibbles(b + 16, g, v);
     const __m512 t = k_table(sc, g, 0.0f);
     w[0] = _mm512_permutexvar_ps(v[0], t);
@@ -201,8 +215,10 @@ AVX512 void group_q4_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
 }
 
 /* q5_k: bit g of qh byte l is the fifth bit of weight l of sub-block g. */
-AVX512 void group_q5_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
+AVX512 void group_q5_k(const uint8_t *b, int g, __m512 sc,
+                       const int8_t *qs6, __m512 w[2]) {
     __m512i v[2];
+    (void)qs6;
     k_nibbles(b + 48, g, v);
     const __m512 lo = k_table(sc, g, 0.0f), hi = k_table(sc, g, 16.0f);
     const __mmask32 fifth = _mm256_test_epi8_mask(
@@ -212,31 +228,47 @@ AVX512 void group_q5_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
     w[1] = look32(v[1], (__mmask16)(fifth >> 16), lo, hi);
 }
 
-/* The 16 scales of a q6_k block times d (the dequantizer's products). */
-AVX512 __m512 prep_q6_k(const uint8_t *b) {
+/* A q6_k block: its 256 quants (-32..31) into qs6, in the order of the
+ * weights, and its 16 scales times d (the dequantizer's products). Each
+ * half h of 128 weights takes 64 ql bytes (low nibbles: quarters 0 and 1,
+ * high nibbles: 2 and 3) and 32 qh bytes (bits 2t, 2t + 1 for quarter t),
+ * decoded 64 bytes at a time and read back by group. */
+AVX512 __m512 prep_q6_k(const uint8_t *b, int8_t *qs6) {
+    const __m512i m3 = _mm512_set1_epi8(3), m15 = _mm512_set1_epi8(15),
+                  c32 = _mm512_set1_epi8(32);
+    for (int h = 0; h < 2; h++) {
+        const __m512i ql = _mm512_loadu_si512(b + 64 * h);
+        const __m256i qh =
+            _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
+        /* Bytes 0..31: qh (quarter 0's bits at 0, 2's at 4); 32..63:
+         * qh >> 2 (quarter 1's at 0, 3's at 4). */
+        const __m512i hx = _mm512_inserti64x4(_mm512_castsi256_si512(qh),
+                                              _mm256_srli_epi16(qh, 2), 1);
+        const __m512i q01 =
+            _mm512_or_si512(_mm512_and_si512(ql, m15),
+                            _mm512_slli_epi16(_mm512_and_si512(hx, m3), 4));
+        const __m512i q23 = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16(ql, 4), m15),
+            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hx, 4), m3),
+                              4));
+        _mm512_storeu_si512(qs6 + 128 * h, _mm512_sub_epi8(q01, c32));
+        _mm512_storeu_si512(qs6 + 128 * h + 64, _mm512_sub_epi8(q23, c32));
+    }
     return _mm512_mul_ps(
         _mm512_set1_ps(half_at(b + 208)),
         sbytes16(_mm_loadu_si128((const __m128i *)(b + 192))));
 }
 
-/* Group g = 4 h + t of a q6_k block (half h, quarter t): weight l has
- * the nibble of ql byte l + 32 (t & 1) (low for t < 2) and bits 2t, 2t + 1
- * of qh byte l; a scale per 16 weights. */
-AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
-    const int h = g / 4, t = g % 4;
-    const __m256i ql =
-        _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32 * (t & 1)));
-    const __m256i lo = _mm256_and_si256(t < 2 ? ql : _mm256_srli_epi16(ql, 4),
-                                        _mm256_set1_epi8(15));
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
-    const __m256i hi = _mm256_and_si256(
-        _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * t)), _mm256_set1_epi8(3));
-    const __m256i q = _mm256_sub_epi8(
-        _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
-    w[0] = _mm512_mul_ps(lane(sc, 8 * h + 2 * t),
-                         sbytes16(_mm256_castsi256_si128(q)));
-    w[1] = _mm512_mul_ps(lane(sc, 8 * h + 2 * t + 1),
-                         sbytes16(_mm256_extracti128_si256(q, 1)));
+/* Group g of a q6_k block: quants 32 g .. 32 g + 31 of qs6, a scale per 16
+ * weights (scales 2 g and 2 g + 1). */
+AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc,
+                       const int8_t *qs6, __m512 w[2]) {
+    (void)b;
+    const int8_t *q = qs6 + 32 * g;
+    w[0] = _mm512_mul_ps(lane(sc, 2 * g),
+                         sbytes16(_mm_loadu_si128((const __m128i *)q)));
+    w[1] = _mm512_mul_ps(lane(sc, 2 * g + 1),
+                         sbytes16(_mm_loadu_si128((const __m128i *)(q + 16))));
 }
 
 /* R weight rows from r against M rows of x (both compile-time constants
@@ -248,6 +280,7 @@ AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
         const uint8_t *row = jb->raw + r * nblocks * (BB);                     \
         const int64_t row_bytes = nblocks * (BB);                              \
         __m512 acc[ROWS_PER_PASS * GGML_MATVEC_MAX_ROWS][2];                   \
+        int8_t qs6[ROWS_PER_PASS][GGML_MAX_BLOCK_ELEMS]; /* q6_k's quants */    \
         UNROLL                                                                 \
         for (int a = 0; a < R * M; a++)                                        \
             acc[a][0] = acc[a][1] = _mm512_setzero_ps();                       \
@@ -262,13 +295,13 @@ AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc, __m512 w[2]) {
             __m512 sc[ROWS_PER_PASS];                                          \
             UNROLL                                                             \
             for (int j = 0; j < R; j++)                                        \
-                sc[j] = prep_##name(blk + j * row_bytes);                      \
+                sc[j] = prep_##name(blk + j * row_bytes, qs6[j]);              \
             UNROLL                                                             \
             for (int g = 0; g < (BE) / 32; g++) {                              \
                 __m512 w[ROWS_PER_PASS][2];                                    \
                 UNROLL                                                         \
                 for (int j = 0; j < R; j++)                                    \
-                    group_##name(blk + j * row_bytes, g, sc[j], w[j]);         \
+                    group_##name(blk + j * row_bytes, g, sc[j], qs6[j], w[j]); \
                 const float *xg = jb->x + b * (BE) + 32 * g;                   \
                 UNROLL                                                         \
                 for (int i = 0; i < M; i++) {                                  \
