@@ -66,22 +66,6 @@ AVX2 __m256i fifth_bits(uint32_t qh) {
     return _mm256_and_si256(set, _mm256_set1_epi8(16));
 }
 
-AVX2 void group_q4_0(const uint8_t *b, int g, group32 *o) {
-    (void)g;
-    o->q = _mm256_sub_epi8(nibbles(b + 2), _mm256_set1_epi8(8));
-    o->a0 = o->a1 = half_at(b);
-    o->b = 0.0f;
-    o->has_offset = 0;
-}
-
-AVX2 void group_q4_1(const uint8_t *b, int g, group32 *o) {
-    (void)g;
-    o->q = nibbles(b + 4);
-    o->a0 = o->a1 = half_at(b);
-    o->b = half_at(b + 2);
-    o->has_offset = 1;
-}
-
 AVX2 void group_q5_0(const uint8_t *b, int g, group32 *o) {
     (void)g;
     const __m256i q =
@@ -122,11 +106,6 @@ AVX2 void k_scales(const uint8_t *b, int g, group32 *o) {
     o->a0 = o->a1 = half_at(b) * (float)sc;
     o->b = -(half_at(b + 2) * (float)mn);
     o->has_offset = 1;
-}
-
-AVX2 void group_q4_k(const uint8_t *b, int g, group32 *o) {
-    o->q = k_nibbles(b + 16, g);
-    k_scales(b, g, o);
 }
 
 AVX2 void group_q5_k(const uint8_t *b, int g, group32 *o) {
@@ -176,6 +155,57 @@ AVX2 void weights(const group32 *gr, __m256 w[4]) {
     }
 }
 
+/* The 4-bit formats skip the 32-byte form: 8 bytes at a time are
+ * widened to dwords and their nibbles converted, w = a * q + b as one
+ * exact FMA (q4_0's b = -8 a: a * (q - 8) is exact too). w[i] holds
+ * weights 8 i .. 8 i + 7 of the group. */
+AVX2 void nibble_weights(const uint8_t *p, int layout_k, int high, float a,
+                         float b, __m256 w[4]) {
+    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    const __m256i m15 = _mm256_set1_epi32(15);
+    UNROLL
+    for (int i = 0; i < 4; i++) {
+        /* q4_0/q4_1: weights 0..15 are the low nibbles of bytes 0..15,
+         * 16..31 the high ones; q4_k: weight l is a nibble of byte l. */
+        const int byte = layout_k ? 8 * i : 8 * (i & 1);
+        const int hi = layout_k ? high : i >= 2;
+        const __m256i v =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + byte)));
+        const __m256i q = hi ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, m15);
+        w[i] = _mm256_fmadd_ps(va, _mm256_cvtepi32_ps(q), vb);
+    }
+}
+
+AVX2 void weights_q4_0(const uint8_t *b, int g, __m256 w[4]) {
+    (void)g;
+    const float d = half_at(b);
+    nibble_weights(b + 2, 0, 0, d, -8.0f * d, w);
+}
+
+AVX2 void weights_q4_1(const uint8_t *b, int g, __m256 w[4]) {
+    (void)g;
+    nibble_weights(b + 4, 0, 0, half_at(b), half_at(b + 2), w);
+}
+
+AVX2 void weights_q4_k(const uint8_t *b, int g, __m256 w[4]) {
+    group32 gr;
+    k_scales(b, g, &gr);
+    nibble_weights(b + 16 + 32 * (g / 2), 1, g & 1, gr.a0, gr.b, w);
+}
+
+/* The other formats: the 32-byte form, then weights(). */
+#define WEIGHTS_VIA_GROUP(name)                                                \
+    AVX2 void weights_##name(const uint8_t *b, int g, __m256 w[4]) {           \
+        group32 gr;                                                            \
+        group_##name(b, g, &gr);                                               \
+        weights(&gr, w);                                                       \
+    }
+WEIGHTS_VIA_GROUP(q5_0)
+WEIGHTS_VIA_GROUP(q5_1)
+WEIGHTS_VIA_GROUP(q8_0)
+WEIGHTS_VIA_GROUP(q5_k)
+WEIGHTS_VIA_GROUP(q6_k)
+
 AVX2 float hsum8(__m256 v) {
     __m128 s =
         _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -218,10 +248,8 @@ AVX2 float hsum8(__m256 v) {
                 const float *xg = jb->x + b * (BE) + 32 * g;                   \
                 UNROLL                                                         \
                 for (int j = 0; j < R; j++) {                                  \
-                    group32 gr;                                                \
                     __m256 w[4];                                               \
-                    group_##name(blk + j * row_bytes, g, &gr);                 \
-                    weights(&gr, w);                                           \
+                    weights_##name(blk + j * row_bytes, g, w);                 \
                     UNROLL                                                     \
                     for (int i = 0; i < M; i++) {                              \
                         __m256 *s = acc[i * R + j];                            \
