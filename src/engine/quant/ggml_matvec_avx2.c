@@ -100,22 +100,6 @@ AVX2 __m256i k_nibbles(const uint8_t *qs, int g) {
     return _mm256_and_si256(s, _mm256_set1_epi8(15));
 }
 
-AVX2 void k_scales(const uint8_t *b, int g, group32 *o) {
-    int sc, mn;
-    ggml_k_scale_min(b + 4, g, &sc, &mn);
-    o->a0 = o->a1 = half_at(b) * (float)sc;
-    o->b = -(half_at(b + 2) * (float)mn);
-    o->has_offset = 1;
-}
-
-AVX2 void group_q5_k(const uint8_t *b, int g, group32 *o) {
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
-    const __m256i hi = _mm256_and_si256(
-        _mm256_srl_epi16(qh, _mm_cvtsi32_si128(g)), _mm256_set1_epi8(1));
-    o->q = _mm256_or_si256(k_nibbles(b + 48, g), _mm256_slli_epi16(hi, 4));
-    k_scales(b, g, o);
-}
-
 /* Group g = 4 h + t of a q6_k block: half h, quarter t. */
 AVX2 void group_q6_k(const uint8_t *b, int g, group32 *o) {
     const int h = g / 4, t = g % 4;
@@ -140,28 +124,31 @@ AVX2 void group_q6_k(const uint8_t *b, int g, group32 *o) {
  * for every format (at most 24 significant bits), so one fused
  * multiply-add rounds as the dequantizer's multiply then add; formats
  * without an offset only multiply. */
-AVX2 void weights(const group32 *gr, __m256 w[4]) {
-    const __m128i lo = _mm256_castsi256_si128(gr->q);
-    const __m128i hi = _mm256_extracti128_si256(gr->q, 1);
+AVX2 void weights_v(__m256i q32, __m256 a0, __m256 a1, __m256 b,
+                    int has_offset, __m256 w[4]) {
+    const __m128i lo = _mm256_castsi256_si128(q32);
+    const __m128i hi = _mm256_extracti128_si256(q32, 1);
     const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi,
                              _mm_srli_si128(hi, 8)};
-    const __m256 a0 = _mm256_set1_ps(gr->a0), a1 = _mm256_set1_ps(gr->a1);
-    const __m256 b = _mm256_set1_ps(gr->b);
     UNROLL
     for (int i = 0; i < 4; i++) {
         const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[i]));
-        w[i] = !gr->has_offset ? _mm256_mul_ps(i < 2 ? a0 : a1, q)
-                               : _mm256_fmadd_ps(i < 2 ? a0 : a1, q, b);
+        w[i] = !has_offset ? _mm256_mul_ps(i < 2 ? a0 : a1, q)
+                           : _mm256_fmadd_ps(i < 2 ? a0 : a1, q, b);
     }
+}
+
+AVX2 void weights(const group32 *gr, __m256 w[4]) {
+    weights_v(gr->q, _mm256_set1_ps(gr->a0), _mm256_set1_ps(gr->a1),
+              _mm256_set1_ps(gr->b), gr->has_offset, w);
 }
 
 /* The 4-bit formats skip the 32-byte form: 8 bytes at a time are
  * widened to dwords and their nibbles converted, w = a * q + b as one
  * exact FMA (q4_0's b = -8 a: a * (q - 8) is exact too). w[i] holds
  * weights 8 i .. 8 i + 7 of the group. */
-AVX2 void nibble_weights(const uint8_t *p, int layout_k, int high, float a,
-                         float b, __m256 w[4]) {
-    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+AVX2 void nibble_weights(const uint8_t *p, int layout_k, int high, __m256 va,
+                         __m256 vb, __m256 w[4]) {
     const __m256i m15 = _mm256_set1_epi32(15);
     UNROLL
     for (int i = 0; i < 4; i++) {
@@ -176,26 +163,87 @@ AVX2 void nibble_weights(const uint8_t *p, int layout_k, int high, float a,
     }
 }
 
-AVX2 void weights_q4_0(const uint8_t *b, int g, __m256 w[4]) {
-    (void)g;
+/* What a block's groups share, decoded once per block: the K-quants' 8
+ * scales times d (a) and mins times dmin, negated (b), one a lane. */
+typedef struct block_scales {
+    __m256 a, b;
+} block_scales;
+
+AVX2 void no_prep(const uint8_t *b, block_scales *ks) {
+    (void)b;
+    ks->a = ks->b = _mm256_setzero_ps();
+}
+
+/* The 6-bit scales and mins of a q4_k/q5_k block (12 bytes, see
+ * ggml_k_scale_min), all 8 at once from 3 little-endian words: sub-blocks
+ * 0..3 in the low 6 bits of u0 (scales) and u1 (mins); 4..7 in the
+ * nibbles of u2, their top 2 bits in the top bits of u0 and u1. */
+AVX2 void k_prep(const uint8_t *b, block_scales *ks) {
+    const uint32_t u0 = ggml_u32(b + 4), u1 = ggml_u32(b + 8),
+                   u2 = ggml_u32(b + 12);
+    const uint32_t low6 = 0x3f3f3f3fu, nib = 0x0f0f0f0fu, top2 = 0x03030303u;
+    const uint32_t sc_hi = (u2 & nib) | (((u0 >> 6) & top2) << 4);
+    const uint32_t mn_hi = ((u2 >> 4) & nib) | (((u1 >> 6) & top2) << 4);
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+        _mm_set_epi32(0, 0, (int)sc_hi, (int)(u0 & low6))));
+    const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+        _mm_set_epi32(0, 0, (int)mn_hi, (int)(u1 & low6))));
+    ks->a = _mm256_mul_ps(_mm256_set1_ps(half_at(b)), sc);
+    /* -(dmin * mn): exact negation, as the dequantizer's subtraction. */
+    ks->b = _mm256_sub_ps(_mm256_setzero_ps(),
+                          _mm256_mul_ps(_mm256_set1_ps(half_at(b + 2)), mn));
+}
+
+AVX2 __m256 lane8(__m256 v, int i) {
+    return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i));
+}
+
+#define prep_q4_0 no_prep
+#define prep_q4_1 no_prep
+#define prep_q5_0 no_prep
+#define prep_q5_1 no_prep
+#define prep_q8_0 no_prep
+#define prep_q6_k no_prep
+#define prep_q4_k k_prep
+#define prep_q5_k k_prep
+
+AVX2 void weights_q4_0(const uint8_t *b, int g, const block_scales *ks,
+                       __m256 w[4]) {
+    (void)g, (void)ks;
     const float d = half_at(b);
-    nibble_weights(b + 2, 0, 0, d, -8.0f * d, w);
+    nibble_weights(b + 2, 0, 0, _mm256_set1_ps(d), _mm256_set1_ps(-8.0f * d),
+                   w);
 }
 
-AVX2 void weights_q4_1(const uint8_t *b, int g, __m256 w[4]) {
-    (void)g;
-    nibble_weights(b + 4, 0, 0, half_at(b), half_at(b + 2), w);
+AVX2 void weights_q4_1(const uint8_t *b, int g, const block_scales *ks,
+                       __m256 w[4]) {
+    (void)g, (void)ks;
+    nibble_weights(b + 4, 0, 0, _mm256_set1_ps(half_at(b)),
+                   _mm256_set1_ps(half_at(b + 2)), w);
 }
 
-AVX2 void weights_q4_k(const uint8_t *b, int g, __m256 w[4]) {
-    group32 gr;
-    k_scales(b, g, &gr);
-    nibble_weights(b + 16 + 32 * (g / 2), 1, g & 1, gr.a0, gr.b, w);
+AVX2 void weights_q4_k(const uint8_t *b, int g, const block_scales *ks,
+                       __m256 w[4]) {
+    nibble_weights(b + 16 + 32 * (g / 2), 1, g & 1, lane8(ks->a, g),
+                   lane8(ks->b, g), w);
+}
+
+AVX2 void weights_q5_k(const uint8_t *b, int g, const block_scales *ks,
+                       __m256 w[4]) {
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srl_epi16(qh, _mm_cvtsi32_si128(g)), _mm256_set1_epi8(1));
+    const __m256i q =
+        _mm256_or_si256(k_nibbles(b + 48, g), _mm256_slli_epi16(hi, 4));
+    const __m256 a = lane8(ks->a, g);
+    weights_v(q, a, a, lane8(ks->b, g), 1, w);
 }
 
 /* The other formats: the 32-byte form, then weights(). */
 #define WEIGHTS_VIA_GROUP(name)                                                \
-    AVX2 void weights_##name(const uint8_t *b, int g, __m256 w[4]) {           \
+    AVX2 void weights_##name(const uint8_t *b, int g, const block_scales *ks,  \
+                             __m256 w[4]) {                                    \
+        (void)ks;                                                              \
         group32 gr;                                                            \
         group_##name(b, g, &gr);                                               \
         weights(&gr, w);                                                       \
@@ -203,7 +251,6 @@ AVX2 void weights_q4_k(const uint8_t *b, int g, __m256 w[4]) {
 WEIGHTS_VIA_GROUP(q5_0)
 WEIGHTS_VIA_GROUP(q5_1)
 WEIGHTS_VIA_GROUP(q8_0)
-WEIGHTS_VIA_GROUP(q5_k)
 WEIGHTS_VIA_GROUP(q6_k)
 
 AVX2 float hsum8(__m256 v) {
@@ -243,13 +290,17 @@ AVX2 float hsum8(__m256 v) {
                     _mm_prefetch((const char *)blk + j * row_bytes +           \
                                      PREFETCH_BYTES + line,                    \
                                  _MM_HINT_T0);                                 \
+            block_scales ks[ROWS_PER_PASS];                                    \
+            UNROLL                                                             \
+            for (int j = 0; j < R; j++)                                        \
+                prep_##name(blk + j * row_bytes, &ks[j]);                      \
             UNROLL                                                             \
             for (int g = 0; g < (BE) / 32; g++) {                              \
                 const float *xg = jb->x + b * (BE) + 32 * g;                   \
                 UNROLL                                                         \
                 for (int j = 0; j < R; j++) {                                  \
                     __m256 w[4];                                               \
-                    weights_##name(blk + j * row_bytes, g, w);                 \
+                    weights_##name(blk + j * row_bytes, g, &ks[j], w);         \
                     UNROLL                                                     \
                     for (int i = 0; i < M; i++) {                              \
                         __m256 *s = acc[i * R + j];                            \
