@@ -8,9 +8,14 @@
  * the loops vectorise without reassociating a reduction; the lanes are
  * summed in a fixed order at the end of the row. Weight rows are split over
  * the thread pool; each format's kernel is compiled for AVX-512, AVX2+FMA
- * and the baseline and picked at load time (EM_CLONES). The kernel is
- * bound by memory bandwidth on the blocks (4.5 bits a weight for q4_0),
- * which is why the weights are never expanded whole.
+ * and the baseline and picked at load time (EM_CLONES). That portable
+ * kernel runs where the intrinsics kernels cannot: x86-64 CPUs with
+ * AVX-512 run ggml_matvec_avx512.c, those with AVX2 + FMA
+ * ggml_matvec_avx2.c (both decode 4 weight rows per pass, in another
+ * summation order). The kernels should be bound by memory bandwidth on
+ * the blocks (4.5 bits a weight for q4_0), which is why the weights are
+ * never expanded whole; products of fewer than 2^19 weights run on the
+ * calling thread (waking the pool costs more than they take).
  *
  * Larger M (prefill, batches): tiles of weight rows are decoded into an
  * f32 scratch (rows split over the pool) and multiplied by OpenBLAS's
