@@ -1,5 +1,7 @@
 /* ggml block formats (include/emily_ggml.h): hand-built blocks whose
- * weights are small integers, so dequantization and products are exact. */
+ * weights are small integers, so dequantization and products are exact;
+ * and random blocks of every type through the streaming matrix-vector
+ * kernels, against their dequantized weights. */
 #include "emily_ggml.h"
 #include "test.h"
 
@@ -202,4 +204,67 @@ EM_TEST(ggml_errors) {
     CHECK(out == NULL);
     em_array_release(x);
     em_array_release(raw);
+}
+
+/* Random bytes as blocks of `type`, with every half scale a small normal
+ * (high byte 0x20..0x2f) so that no weight is inf or nan. */
+static void random_blocks(int type, uint8_t *raw, int64_t nblocks,
+                          int64_t bytes, uint32_t *seed) {
+    for (int64_t i = 0; i < nblocks * bytes; i++) {
+        *seed = *seed * 1664525u + 1013904223u;
+        raw[i] = (uint8_t)(*seed >> 24);
+    }
+    for (int64_t b = 0; b < nblocks; b++) {
+        uint8_t *blk = raw + b * bytes;
+        const int d = type == EM_GGML_Q6_K ? 208 : 0;
+        blk[d + 1] = (uint8_t)(0x20 | (blk[d + 1] & 0x0f));
+        if (type == EM_GGML_Q4_1 || type == EM_GGML_Q5_1 ||
+            type == EM_GGML_Q4_K || type == EM_GGML_Q5_K)
+            blk[3] = (uint8_t)(0x20 | (blk[3] & 0x0f));
+    }
+}
+
+EM_TEST(ggml_matmul_streaming_rows_every_type) {
+    /* The streaming kernels decode 4 weight rows per pass (13 rows: 3
+     * passes and a tail of 1) with a variant per number of x rows, 1..8.
+     * Against the dequantized weights in f64, within the bound of f32
+     * accumulation: 2 k 2^-24 sum |x| |w|. */
+    static const int types[] = {EM_GGML_Q4_0, EM_GGML_Q4_1, EM_GGML_Q5_0,
+                                EM_GGML_Q5_1, EM_GGML_Q8_0, EM_GGML_Q4_K,
+                                EM_GGML_Q5_K, EM_GGML_Q6_K};
+    enum { N = 13, K = 512, MAX_M = 8 };
+    static uint8_t raw[N * K / 32 * 34];
+    static double w[N * K], xv[MAX_M * K];
+    uint32_t seed = 12345;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        int64_t be, bb;
+        CHECK_OK(em_ggml_type_info(types[t], &be, &bb));
+        random_blocks(types[t], raw, N * K / be, bb, &seed);
+        em_array *ra = raw_rows(raw, N, K / be * bb), *wd = NULL;
+        CHECK_OK(em_ggml_dequantize(ra, types[t], K, EM_F64, &wd));
+        t_read_f64(wd, w, N * K);
+        em_array_release(wd);
+        for (int m = 1; m <= MAX_M; m++) {
+            for (int i = 0; i < m * K; i++)
+                xv[i] = ((i * 7 + m) % 19 - 9) / 8.0;
+            const int64_t xs[2] = {m, K};
+            em_array *x = t_from_f64(xv, xs, 2, EM_F32), *y = NULL;
+            CHECK_OK(em_ggml_matmul(x, ra, types[t], K, &y));
+            double got[MAX_M * N];
+            t_read_f64(y, got, (size_t)(m * N));
+            for (int i = 0; i < m; i++)
+                for (int r = 0; r < N; r++) {
+                    double want = 0, mag = 0;
+                    for (int e = 0; e < K; e++) {
+                        want += xv[i * K + e] * w[r * K + e];
+                        mag += fabs(xv[i * K + e] * w[r * K + e]);
+                    }
+                    CHECK_NEAR(got[i * N + r], want,
+                               2.0 * K * ldexp(1.0, -24) * mag);
+                }
+            em_array_release(y);
+            em_array_release(x);
+        }
+        em_array_release(ra);
+    }
 }

@@ -95,6 +95,18 @@ def test_ggml_matmul_f32_against_float64():
             check_matmul(t, 3, 7, 96, "f32", rng)
 
 
+def test_ggml_matmul_streaming_rows():
+    # The streaming kernels decode several weight rows per pass (tails when
+    # N is not a multiple) and have one variant per number of x rows (1..8);
+    # N * K past 2^19 weights splits the rows over the thread pool.
+    rng = np.random.default_rng(4)
+    for t in TYPES:
+        for m in range(1, 9):
+            check_matmul(t, m, 13, 512, "f32", rng)
+        check_matmul(t, 1, 1031, 512, "f32", rng)
+        check_matmul(t, 3, 1031, 512, "f32", rng)
+
+
 def test_ggml_matmul_half_inputs_and_batches():
     rng = np.random.default_rng(2)
     for t in ("q4_0", "q6_k", "q5_1"):

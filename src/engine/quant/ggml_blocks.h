@@ -195,6 +195,8 @@ typedef struct ggml_matvec_job {
  * when the CPU lacks AVX2/FMA, the build is the SIMD baseline, or the type
  * has none. */
 em_range_fn em__ggml_matvec_avx2(int type);
+/* The AVX-512 one (ggml_matvec_avx512.c), or NULL likewise. */
+em_range_fn em__ggml_matvec_avx512(int type);
 
 /* CPU evals (ggml_ops.c, ggml_matmul.c) and GPU evals (gpu/gpu_ggml.c). */
 em_status em__ggml_matmul_eval(em_array *node);

@@ -8,9 +8,14 @@
  * the loops vectorise without reassociating a reduction; the lanes are
  * summed in a fixed order at the end of the row. Weight rows are split over
  * the thread pool; each format's kernel is compiled for AVX-512, AVX2+FMA
- * and the baseline and picked at load time (EM_CLONES). The kernel is
- * bound by memory bandwidth on the blocks (4.5 bits a weight for q4_0),
- * which is why the weights are never expanded whole.
+ * and the baseline and picked at load time (EM_CLONES). That portable
+ * kernel runs where the intrinsics kernels cannot: x86-64 CPUs with
+ * AVX-512 run ggml_matvec_avx512.c, those with AVX2 + FMA
+ * ggml_matvec_avx2.c (both decode 4 weight rows per pass, in another
+ * summation order). The kernels should be bound by memory bandwidth on
+ * the blocks (4.5 bits a weight for q4_0), which is why the weights are
+ * never expanded whole; products of fewer than 2^19 weights run on the
+ * calling thread (waking the pool costs more than they take).
  *
  * Larger M (prefill, batches): tiles of weight rows are decoded into an
  * f32 scratch (rows split over the pool) and multiplied by OpenBLAS's
@@ -27,6 +32,9 @@
 
 /* Rows of x up to which the streaming kernel beats decode + sgemm. */
 #define MATVEC_MAX_ROWS GGML_MATVEC_MAX_ROWS
+/* Weights (times rows of x) per thread below which the streaming kernel
+ * stays on one thread. */
+#define MATVEC_PARALLEL_WEIGHTS ((int64_t)1 << 18)
 /* Scratch per decoded tile of weight rows (f32 elements). */
 #define TILE_ELEMS ((int64_t)1 << 20)
 
@@ -169,9 +177,14 @@ em_status em__ggml_matmul_eval(em_array *node) {
         memset(of, 0, (size_t)(m * n) * sizeof(float));
     } else if (m <= MATVEC_MAX_ROWS) {
         matvec_job jb = {em__data(raw), xf, of, m, n, k};
-        em_range_fn fn = em__ggml_matvec_avx2(p->type);
-        /* A row costs about k * m multiply-adds plus its decoding. */
-        em__parallel_units(n, k * (m + 1), fn ? fn : kn->matvec, &jb);
+        em_range_fn fn = em__ggml_matvec_avx512(p->type);
+        if (!fn)
+            fn = em__ggml_matvec_avx2(p->type);
+        /* Waking the pool costs about as much as decoding a few hundred
+         * thousand weights: smaller products run on the calling thread,
+         * and larger ones in chunks of at least half that. */
+        const int64_t grain = (MATVEC_PARALLEL_WEIGHTS + k * m - 1) / (k * m);
+        em__parallel_for(n, grain, fn ? fn : kn->matvec, &jb);
     } else {
         const uint8_t *blocks = em__data(raw);
         for (int64_t r0 = 0; r0 < n; r0 += tile_rows) {

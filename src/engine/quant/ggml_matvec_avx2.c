@@ -10,10 +10,11 @@
  * per 16 weights (a0, a1) and an offset b, so that w = a * q + b, computed
  * as a multiply then an add — the same two f32 roundings as the portable
  * decoder and ggml's dequantization, so the weights used are exactly the
- * dequantized ones. They are multiplied into 32 lane accumulators per row
- * of x (w[j] * x[j] summed into lane j mod 32, as the portable kernel) and
- * the lanes summed at the end of the weight row. Machines with AVX-512 run
- * this kernel too: it is bound by memory bandwidth, not by vector width.
+ * dequantized ones. They are multiplied into 16 lane accumulators per row
+ * of x, 4 weight rows per pass when x has one row, with every cache line
+ * of the blocks prefetched ahead; the lanes are summed at the end of the
+ * weight row. Machines with AVX-512 run ggml_matvec_avx512.c instead
+ * (building with -DEM_GGML_NO_AVX512 makes them run this one, to test it).
  */
 #include "ggml_blocks.h"
 
@@ -21,6 +22,14 @@
 
 #include <cpuid.h>
 #include <immintrin.h>
+
+/* Loops over the rows of a pass and of x are unrolled completely, so that
+ * the accumulators and decoded weights stay in registers. */
+#if defined(__clang__)
+#define UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL _Pragma("GCC unroll 32")
+#endif
 
 #define AVX2                                                                   \
     __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
@@ -36,6 +45,7 @@ AVX2 float half_at(const uint8_t *p) {
 typedef struct group32 {
     __m256i q;
     float a0, a1, b;
+    int has_offset; /* a constant of the format: b is not always 0 */
 } group32;
 
 AVX2 __m256i nibbles(const uint8_t *p) { /* 16 bytes -> lo then hi */
@@ -56,26 +66,14 @@ AVX2 __m256i fifth_bits(uint32_t qh) {
     return _mm256_and_si256(set, _mm256_set1_epi8(16));
 }
 
-AVX2 void group_q4_0(const uint8_t *b, int g, group32 *o) {
-    (void)g;
-    o->q = _mm256_sub_epi8(nibbles(b + 2), _mm256_set1_epi8(8));
-    o->a0 = o->a1 = half_at(b);
-    o->b = 0.0f;
-}
-
-AVX2 void group_q4_1(const uint8_t *b, int g, group32 *o) {
-    (void)g;
-    o->q = nibbles(b + 4);
-    o->a0 = o->a1 = half_at(b);
-    o->b = half_at(b + 2);
-}
-
 AVX2 void group_q5_0(const uint8_t *b, int g, group32 *o) {
     (void)g;
-    const __m256i q = _mm256_or_si256(nibbles(b + 6), fifth_bits(ggml_u32(b + 2)));
+    const __m256i q =
+        _mm256_or_si256(nibbles(b + 6), fifth_bits(ggml_u32(b + 2)));
     o->q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
     o->a0 = o->a1 = half_at(b);
     o->b = 0.0f;
+    o->has_offset = 0;
 }
 
 AVX2 void group_q5_1(const uint8_t *b, int g, group32 *o) {
@@ -83,6 +81,7 @@ AVX2 void group_q5_1(const uint8_t *b, int g, group32 *o) {
     o->q = _mm256_or_si256(nibbles(b + 8), fifth_bits(ggml_u32(b + 4)));
     o->a0 = o->a1 = half_at(b);
     o->b = half_at(b + 2);
+    o->has_offset = 1;
 }
 
 AVX2 void group_q8_0(const uint8_t *b, int g, group32 *o) {
@@ -90,6 +89,7 @@ AVX2 void group_q8_0(const uint8_t *b, int g, group32 *o) {
     o->q = _mm256_loadu_si256((const __m256i *)(b + 2));
     o->a0 = o->a1 = half_at(b);
     o->b = 0.0f;
+    o->has_offset = 0;
 }
 
 /* Sub-block g (0..7) of a q4_k/q5_k block: nibbles of bytes 32 (g / 2)
@@ -98,26 +98,6 @@ AVX2 __m256i k_nibbles(const uint8_t *qs, int g) {
     const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (g / 2)));
     const __m256i s = (g & 1) ? _mm256_srli_epi16(v, 4) : v;
     return _mm256_and_si256(s, _mm256_set1_epi8(15));
-}
-
-AVX2 void k_scales(const uint8_t *b, int g, group32 *o) {
-    int sc, mn;
-    ggml_k_scale_min(b + 4, g, &sc, &mn);
-    o->a0 = o->a1 = half_at(b) * (float)sc;
-    o->b = -(half_at(b + 2) * (float)mn);
-}
-
-AVX2 void group_q4_k(const uint8_t *b, int g, group32 *o) {
-    o->q = k_nibbles(b + 16, g);
-    k_scales(b, g, o);
-}
-
-AVX2 void group_q5_k(const uint8_t *b, int g, group32 *o) {
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
-    const __m256i hi = _mm256_and_si256(
-        _mm256_srl_epi16(qh, _mm_cvtsi32_si128(g)), _mm256_set1_epi8(1));
-    o->q = _mm256_or_si256(k_nibbles(b + 48, g), _mm256_slli_epi16(hi, 4));
-    k_scales(b, g, o);
 }
 
 /* Group g = 4 h + t of a q6_k block: half h, quarter t. */
@@ -137,83 +117,260 @@ AVX2 void group_q6_k(const uint8_t *b, int g, group32 *o) {
     o->a0 = d * (float)sc[0];
     o->a1 = d * (float)sc[1];
     o->b = 0.0f;
+    o->has_offset = 0;
 }
 
-/* The group's 32 weights as 4 x 8 floats: w = a * q + b (mul, then add). */
-AVX2 void weights(const group32 *gr, __m256 w[4]) {
-    const __m128i lo = _mm256_castsi256_si128(gr->q);
-    const __m128i hi = _mm256_extracti128_si256(gr->q, 1);
+/* The group's 32 weights as 4 x 8 floats: w = a * q + b. a * q is exact
+ * for every format (at most 24 significant bits), so one fused
+ * multiply-add rounds as the dequantizer's multiply then add; formats
+ * without an offset only multiply. */
+AVX2 void weights_v(__m256i q32, __m256 a0, __m256 a1, __m256 b,
+                    int has_offset, __m256 w[4]) {
+    const __m128i lo = _mm256_castsi256_si128(q32);
+    const __m128i hi = _mm256_extracti128_si256(q32, 1);
     const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi,
                              _mm_srli_si128(hi, 8)};
-    const __m256 a0 = _mm256_set1_ps(gr->a0), a1 = _mm256_set1_ps(gr->a1);
-    const __m256 b = _mm256_set1_ps(gr->b);
+    UNROLL
     for (int i = 0; i < 4; i++) {
         const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[i]));
-        w[i] = _mm256_add_ps(_mm256_mul_ps(i < 2 ? a0 : a1, q), b);
+        w[i] = !has_offset ? _mm256_mul_ps(i < 2 ? a0 : a1, q)
+                           : _mm256_fmadd_ps(i < 2 ? a0 : a1, q, b);
     }
 }
 
-AVX2 float hsum_lanes(const __m256 acc[4]) {
-    float lane[32], t[16];
-    for (int i = 0; i < 4; i++)
-        _mm256_storeu_ps(lane + 8 * i, acc[i]);
-    for (int j = 0; j < 16; j++)
-        t[j] = lane[j] + lane[j + 16];
-    for (int w = 8; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            t[j] += t[j + w];
-    return t[0];
+AVX2 void weights(const group32 *gr, __m256 w[4]) {
+    weights_v(gr->q, _mm256_set1_ps(gr->a0), _mm256_set1_ps(gr->a1),
+              _mm256_set1_ps(gr->b), gr->has_offset, w);
 }
 
-/* Weight row r against m rows of x; inlined with m = 1 (decoding, the
- * accumulators stay in registers) and with the job's m. */
+/* The 4-bit formats skip the 32-byte form: 8 bytes at a time are
+ * widened to dwords and their nibbles converted, w = a * q + b as one
+ * exact FMA (q4_0's b = -8 a: a * (q - 8) is exact too). w[i] holds
+ * weights 8 i .. 8 i + 7 of the group. */
+AVX2 void nibble_weights(const uint8_t *p, int layout_k, int high, __m256 va,
+                         __m256 vb, __m256 w[4]) {
+    const __m256i m15 = _mm256_set1_epi32(15);
+    UNROLL
+    for (int i = 0; i < 4; i++) {
+        /* q4_0/q4_1: weights 0..15 are the low nibbles of bytes 0..15,
+         * 16..31 the high ones; q4_k: weight l is a nibble of byte l. */
+        const int byte = layout_k ? 8 * i : 8 * (i & 1);
+        const int hi = layout_k ? high : i >= 2;
+        const __m256i v =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + byte)));
+        const __m256i q = hi ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, m15);
+        w[i] = _mm256_fmadd_ps(va, _mm256_cvtepi32_ps(q), vb);
+    }
+}
+
+/* What a block's groups share, decoded once per block: the K-quants' 8
+ * scales times d (a) and mins times dmin, negated (b), one a lane. */
+typedef struct block_scales {
+    __m256 a, b;
+} block_scales;
+
+AVX2 void no_prep(const uint8_t *b, block_scales *ks) {
+    (void)b;
+    ks->a = ks->b = _mm256_setzero_ps();
+}
+
+/* The 6-bit scales and mins of a q4_k/q5_k block (12 bytes, see
+ * ggml_k_scale_min), all 8 at once from 3 little-endian words: sub-blocks
+ * 0..3 in the low 6 bits of u0 (scales) and u1 (mins); 4..7 in the
+ * nibbles of u2, their top 2 bits in the top bits of u0 and u1. */
+AVX2 void k_prep(const uint8_t *b, block_scales *ks) {
+    const uint32_t u0 = ggml_u32(b + 4), u1 = ggml_u32(b + 8),
+                   u2 = ggml_u32(b + 12);
+    const uint32_t low6 = 0x3f3f3f3fu, nib = 0x0f0f0f0fu, top2 = 0x03030303u;
+    const uint32_t sc_hi = (u2 & nib) | (((u0 >> 6) & top2) << 4);
+    const uint32_t mn_hi = ((u2 >> 4) & nib) | (((u1 >> 6) & top2) << 4);
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+        _mm_set_epi32(0, 0, (int)sc_hi, (int)(u0 & low6))));
+    const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+        _mm_set_epi32(0, 0, (int)mn_hi, (int)(u1 & low6))));
+    ks->a = _mm256_mul_ps(_mm256_set1_ps(half_at(b)), sc);
+    /* -(dmin * mn): exact negation, as the dequantizer's subtraction. */
+    ks->b = _mm256_sub_ps(_mm256_setzero_ps(),
+                          _mm256_mul_ps(_mm256_set1_ps(half_at(b + 2)), mn));
+}
+
+AVX2 __m256 lane8(__m256 v, int i) {
+    return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i));
+}
+
+#define prep_q4_0 no_prep
+#define prep_q4_1 no_prep
+#define prep_q5_0 no_prep
+#define prep_q5_1 no_prep
+#define prep_q8_0 no_prep
+#define prep_q6_k no_prep
+#define prep_q4_k k_prep
+#define prep_q5_k k_prep
+
+AVX2 void weights_q4_0(const uint8_t *b, int g, const block_scales *ks,
+                       __m256 w[4]) {
+    (void)g, (void)ks;
+    const float d = half_at(b);
+    nibble_weights(b + 2, 0, 0, _mm256_set1_ps(d), _mm256_set1_ps(-8.0f * d),
+                   w);
+}
+
+AVX2 void weights_q4_1(const uint8_t *b, int g, const block_scales *ks,
+                       __m256 w[4]) {
+    (void)g, (void)ks;
+    nibble_weights(b + 4, 0, 0, _mm256_set1_ps(half_at(b)),
+                   _mm256_set1_ps(half_at(b + 2)), w);
+}
+
+AVX2 void weights_q4_k(const uint8_t *b, int g, const block_scales *ks,
+                       __m256 w[4]) {
+    nibble_weights(b + 16 + 32 * (g / 2), 1, g & 1, lane8(ks->a, g),
+                   lane8(ks->b, g), w);
+}
+
+AVX2 void weights_q5_k(const uint8_t *b, int g, const block_scales *ks,
+                       __m256 w[4]) {
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srl_epi16(qh, _mm_cvtsi32_si128(g)), _mm256_set1_epi8(1));
+    const __m256i q =
+        _mm256_or_si256(k_nibbles(b + 48, g), _mm256_slli_epi16(hi, 4));
+    const __m256 a = lane8(ks->a, g);
+    weights_v(q, a, a, lane8(ks->b, g), 1, w);
+}
+
+/* The other formats: the 32-byte form, then weights(). */
+#define WEIGHTS_VIA_GROUP(name)                                                \
+    AVX2 void weights_##name(const uint8_t *b, int g, const block_scales *ks,  \
+                             __m256 w[4]) {                                    \
+        (void)ks;                                                              \
+        group32 gr;                                                            \
+        group_##name(b, g, &gr);                                               \
+        weights(&gr, w);                                                       \
+    }
+WEIGHTS_VIA_GROUP(q5_0)
+WEIGHTS_VIA_GROUP(q5_1)
+WEIGHTS_VIA_GROUP(q8_0)
+WEIGHTS_VIA_GROUP(q6_k)
+
+AVX2 float hsum8(__m256 v) {
+    __m128 s =
+        _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Weight rows decoded together when x has one row: each x load serves
+ * them all, and 2 accumulators a row give 8 independent FMA chains (16
+ * ymm registers: 8 accumulators, a group's 4 weight vectors, x). */
+#define ROWS_PER_PASS 4
+/* Bytes ahead of each row's position that are prefetched into L1. */
+#define PREFETCH_BYTES 2048
+
+/* R weight rows from r against M rows of x (compile-time constants once
+ * inlined): out[i][r + j]. The 32 weights of a group go into 2
+ * accumulators (weights 0..7 and 16..23 into one, 8..15 and 24..31 into
+ * the other), summed at the end of the row. */
 #define DEFINE_AVX2_MATVEC(T, name, BE, BB)                                    \
-    AVX2 void avx2_row_##name(const ggml_matvec_job *jb, int64_t r,            \
-                              int64_t m) {                                     \
+    AVX2 void avx2_rows_##name(const ggml_matvec_job *jb, int64_t r,           \
+                               const int R, const int M) {                     \
         const int64_t nblocks = jb->k / (BE), k = jb->k;                       \
-        const uint8_t *row = jb->raw + r * nblocks * (BB);                     \
-        __m256 acc[GGML_MATVEC_MAX_ROWS][4];                                   \
-        for (int64_t i = 0; i < m; i++)                                        \
-            for (int v = 0; v < 4; v++)                                        \
-                acc[i][v] = _mm256_setzero_ps();                               \
+        const int64_t row_bytes = nblocks * (BB);                              \
+        const uint8_t *row = jb->raw + r * row_bytes;                          \
+        __m256 acc[ROWS_PER_PASS * GGML_MATVEC_MAX_ROWS][2];                   \
+        UNROLL                                                                 \
+        for (int a = 0; a < R * M; a++)                                        \
+            acc[a][0] = acc[a][1] = _mm256_setzero_ps();                       \
         for (int64_t b = 0; b < nblocks; b++) {                                \
             const uint8_t *blk = row + b * (BB);                               \
-            _mm_prefetch((const char *)(blk + 8 * (BB)), _MM_HINT_T0);         \
+            UNROLL                                                             \
+            for (int j = 0; j < R; j++)                                        \
+                for (int line = 0; line < (BB); line += 64)                    \
+                    _mm_prefetch((const char *)blk + j * row_bytes +           \
+                                     PREFETCH_BYTES + line,                    \
+                                 _MM_HINT_T0);                                 \
+            block_scales ks[ROWS_PER_PASS];                                    \
+            UNROLL                                                             \
+            for (int j = 0; j < R; j++)                                        \
+                prep_##name(blk + j * row_bytes, &ks[j]);                      \
+            UNROLL                                                             \
             for (int g = 0; g < (BE) / 32; g++) {                              \
-                group32 gr;                                                    \
-                __m256 w[4];                                                   \
-                group_##name(blk, g, &gr);                                     \
-                weights(&gr, w);                                               \
                 const float *xg = jb->x + b * (BE) + 32 * g;                   \
-                for (int64_t i = 0; i < m; i++)                                \
-                    for (int v = 0; v < 4; v++)                                \
-                        acc[i][v] = _mm256_fmadd_ps(                           \
-                            w[v], _mm256_loadu_ps(xg + i * k + 8 * v),         \
-                            acc[i][v]);                                        \
+                UNROLL                                                         \
+                for (int j = 0; j < R; j++) {                                  \
+                    __m256 w[4];                                               \
+                    weights_##name(blk + j * row_bytes, g, &ks[j], w);         \
+                    UNROLL                                                     \
+                    for (int i = 0; i < M; i++) {                              \
+                        __m256 *s = acc[i * R + j];                            \
+                        UNROLL                                                 \
+                        for (int v = 0; v < 4; v++)                            \
+                            s[v & 1] = _mm256_fmadd_ps(                        \
+                                w[v], _mm256_loadu_ps(xg + i * k + 8 * v),     \
+                                s[v & 1]);                                     \
+                    }                                                          \
+                }                                                              \
             }                                                                  \
         }                                                                      \
-        for (int64_t i = 0; i < m; i++)                                        \
-            jb->out[i * jb->n + r] = hsum_lanes(acc[i]);                       \
+        UNROLL                                                                 \
+        for (int i = 0; i < M; i++)                                            \
+            UNROLL                                                             \
+            for (int j = 0; j < R; j++)                                        \
+                jb->out[i * jb->n + r + j] = hsum8(                            \
+                    _mm256_add_ps(acc[i * R + j][0], acc[i * R + j][1]));      \
     }                                                                          \
-    __attribute__((target("avx2,fma,f16c"))) static void avx2_##name(               \
+    __attribute__((target("avx2,fma,f16c"))) static void avx2_##name(          \
         void *ctx, int64_t r0, int64_t r1) {                                   \
         const ggml_matvec_job *jb = ctx;                                       \
-        for (int64_t r = r0; r < r1; r++) {                                    \
-            if (jb->m == 1)                                                    \
-                avx2_row_##name(jb, r, 1);                                     \
-            else                                                               \
-                avx2_row_##name(jb, r, jb->m);                                 \
+        int64_t r = r0;                                                        \
+        switch (jb->m) {                                                       \
+        case 1:                                                                \
+            for (; r + ROWS_PER_PASS <= r1; r += ROWS_PER_PASS)                \
+                avx2_rows_##name(jb, r, ROWS_PER_PASS, 1);                     \
+            for (; r < r1; r++)                                                \
+                avx2_rows_##name(jb, r, 1, 1);                                 \
+            break;                                                             \
+            AVX2_CASES_M_2_TO_8(name)                                          \
         }                                                                      \
     }
+
+/* x with 2..8 rows: one weight row per pass, M accumulator pairs. */
+#define AVX2_CASE_M(name, mm)                                                  \
+    case mm:                                                                   \
+        for (; r < r1; r++)                                                    \
+            avx2_rows_##name(jb, r, 1, mm);                                    \
+        break;
+#define AVX2_CASES_M_2_TO_8(name)                                              \
+    AVX2_CASE_M(name, 2)                                                       \
+    AVX2_CASE_M(name, 3)                                                       \
+    AVX2_CASE_M(name, 4)                                                       \
+    AVX2_CASE_M(name, 5)                                                       \
+    AVX2_CASE_M(name, 6)                                                       \
+    AVX2_CASE_M(name, 7)                                                       \
+    AVX2_CASE_M(name, 8)
 
 EM_GGML_BLOCK_TYPES(DEFINE_AVX2_MATVEC)
 
-em_range_fn em__ggml_matvec_avx2(int type) {
+/* Whether the CPU has the kernel's instructions, asked once: CPUID can
+ * trap to the hypervisor in a virtual machine. */
+static int cpu_has_avx2(void) {
+    static atomic_int known = -1;
+    int supported = atomic_load_explicit(&known, memory_order_relaxed);
+    if (supported >= 0)
+        return supported;
     __builtin_cpu_init();
     unsigned eax, ebx, ecx, edx; /* F16C: CPUID leaf 1, ECX (clang's
                                     __builtin_cpu_supports lacks it) */
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
-        !__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_F16C))
+    supported = __builtin_cpu_supports("avx2") &&
+                __builtin_cpu_supports("fma") &&
+                __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+    atomic_store_explicit(&known, supported, memory_order_relaxed);
+    return supported;
+}
+
+em_range_fn em__ggml_matvec_avx2(int type) {
+    if (!cpu_has_avx2())
         return NULL;
     switch (type) {
 #define AVX2_CASE(T, name, BE, BB)                                             \
