@@ -25,8 +25,8 @@
  * rounded once to x's dtype.
  */
 #include "ggml_blocks.h"
+#include "ops/dot_cpu.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 
@@ -191,9 +191,8 @@ em_status em__ggml_matmul_eval(em_array *node) {
             const int64_t rows = n - r0 < tile_rows ? n - r0 : tile_rows;
             tile_job tj = {blocks + r0 * row_bytes, tile, k};
             em__parallel_units(rows, k, kn->tile, &tj);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m,
-                        (int)rows, (int)k, 1.0f, xf, (int)k, tile, (int)k,
-                        0.0f, of + r0, (int)n);
+            em__gemm_one(em__gemm_f32, sizeof(float), false, true, m, rows, k,
+                         xf, k, tile, k, false, of + r0, n);
         }
     }
 
