@@ -20,6 +20,8 @@ done
 # app's priv dir, beside its ebin.
 mkdir -p "$dest/apps/emily/priv"
 cp "$here/priv/emily_nif.so" "$dest/apps/emily/priv/"
+# Without its debug sections: the stage travels under a size limit.
+strip "$dest/apps/emily/priv/emily_nif.so"
 # The Elixir install's root (bin/ and lib/), wherever PATH finds it.
 elixir_root=$(dirname "$(dirname "$(readlink -f "$(command -v elixir)")")")
 skip=(wx megaco diameter common_test observer odbc et mnesia edoc eldap ssl ftp tftp xmerl inets)
