@@ -57,8 +57,8 @@ if [ -n "${EXSTAGE:-}" ]; then
   # Nx on {Emily.Backend, device: :gpu}: the GPU tests, then Nx's doctests
   # and the differential test against Nx.BinaryBackend with Emily's side on
   # the GPU (EMILY_TEST_DEVICE=gpu).
-  exunit_files=(test/emily/gpu_test.exs test/emily/compiler/cuda_graph_test.exs
-                test/nx/nx_doctest_test.exs test/emily/backend/differential_test.exs)
+  exunit_files=(${EXUNIT_FILES:-test/emily/gpu_test.exs test/emily/compiler/cuda_graph_test.exs
+                test/nx/nx_doctest_test.exs test/emily/backend/differential_test.exs})
   [ "${EXUNIT:-1}" = 1 ] || exunit_files=()
   for file in "${exunit_files[@]}"; do
     echo "== ExUnit $file (GPU)"

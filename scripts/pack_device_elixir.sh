@@ -24,7 +24,8 @@ cp "$here/priv/emily_nif.so" "$dest/apps/emily/priv/"
 strip "$dest/apps/emily/priv/emily_nif.so"
 # The Elixir install's root (bin/ and lib/), wherever PATH finds it.
 elixir_root=$(dirname "$(dirname "$(readlink -f "$(command -v elixir)")")")
-skip=(wx megaco diameter common_test observer odbc et mnesia edoc eldap ssl ftp tftp xmerl inets)
+# ssl and inets stay: Bumblebee (a test dependency) lists them.
+skip=(wx megaco diameter common_test observer odbc et mnesia edoc eldap ftp tftp xmerl)
 excludes=(--exclude='usr/lib/erlang/man')
 for app in "${skip[@]}"; do excludes+=(--exclude="usr/lib/erlang/lib/$app-*"); done
 tar -cJf "$dest/beam.txz" -C / "${excludes[@]}" usr/lib/erlang
