@@ -4,23 +4,36 @@
 # token, so every run generates them all), median of 5 after a warm-up. The llama.cpp counterpart on
 # the same file is bench/smollm2_llama_cpp.py.
 #
-#   mix run bench/smollm2_bench.exs [--gpu] [--stock]
+#   mix run bench/smollm2_bench.exs [--gpu] [--stock] [--all-kernels]
 
 Code.require_file("../examples/support/models.exs", __DIR__)
 
-{flags, _, _} = OptionParser.parse(System.argv(), strict: [gpu: :boolean, stock: :boolean])
+{flags, _, _} =
+  OptionParser.parse(System.argv(),
+    strict: [gpu: :boolean, stock: :boolean, all_kernels: :boolean]
+  )
+
 device = if flags[:gpu], do: :gpu, else: :cpu
 Nx.global_default_backend({Emily.Backend, device: device})
 path = Path.join(Examples.Models.dir!("smollm2"), "SmolLM2-135M-Instruct.Q4_1.gguf")
 {:ok, model_info} = Emily.Bumblebee.GGUF.load_model(path)
-# As the demo runs it: RMS norms, rotary embeddings and attention on Emily.Fast
-# kernels (Emily.Bumblebee.FastKernels; --stock: Bumblebee's graph).
+# As the demo runs it (Emily.Bumblebee.FastKernels: RMS norms, and on the GPU
+# rotary embeddings and attention too); --all-kernels: all three on the CPU
+# too; --stock: Bumblebee's graph.
+kernels =
+  if flags[:gpu] or flags[:all_kernels],
+    do: [:norms, :rotary_embedding, :attention],
+    else: [:norms]
+
 model_info =
   if flags[:stock],
     do: model_info,
-    else: %{model_info | model: Emily.Bumblebee.FastKernels.apply(model_info.model)}
+    else: %{
+      model_info
+      | model: Emily.Bumblebee.FastKernels.apply(model_info.model, only: kernels)
+    }
 
-graph = if flags[:stock], do: "stock graph", else: "FastKernels"
+graph = if flags[:stock], do: "stock graph", else: "FastKernels #{inspect(kernels)}"
 {:ok, tokenizer} = Emily.Bumblebee.GGUF.load_tokenizer(path)
 
 # About 100 prompt tokens.

@@ -118,6 +118,18 @@ defmodule Emily.Bumblebee.FastKernelsTest do
     check_decoder(tiny_decoder(Bumblebee.Text.Mistral, attention_window_size: 3), generate: true)
   end
 
+  test ":only picks the kinds rewritten" do
+    model = Bumblebee.build_model(tiny_decoder(Bumblebee.Text.Llama, []))
+    {_, all} = FastKernels.rewrite(model)
+    {_, norms} = FastKernels.rewrite(model, only: [:norms])
+    {_, attention} = FastKernels.rewrite(model, only: [:attention])
+    assert all.rms_norm > 0 and all.rotary_embedding > 0 and all.attention > 0
+    assert %{rotary_embedding: 0, attention: 0} = norms
+    assert norms.rms_norm == all.rms_norm
+    assert %{rms_norm: 0, rotary_embedding: 0} = attention
+    assert attention.attention == all.attention
+  end
+
   test "rewritten layers keep the stock layers' precision (a bf16 model stays bf16)" do
     spec = tiny_decoder(Bumblebee.Text.Qwen3, attention_head_size: 16)
     model = Bumblebee.build_model(spec, type: :bf16)
