@@ -21,7 +21,7 @@ path = Path.join(Examples.Models.dir!("smollm2"), "SmolLM2-135M-Instruct.Q4_1.gg
 # rotary embeddings and attention too); --all-kernels: all three on the CPU
 # too; --stock: Bumblebee's graph.
 kernels =
-  if flags[:gpu] or flags[:all_kernels],
+  if flags[:gpu] || flags[:all_kernels],
     do: [:norms, :rotary_embedding, :attention],
     else: [:norms]
 

@@ -11,17 +11,19 @@
  * offset: a node has one buffer, the loop has n results.
  *
  * The loop runs on the thread that evaluates it, with nested evaluations
- * (em__eval_arrays) of each replay. The loop drops its reference to the
- * state as soon as the body's replay holds it, so that an op updating a
- * state array (a KV cache's put_slice) may take over its buffer instead of
- * copying it (donation needs the only reference).
- *
- * A tapped loop's body has extra outputs after the next state, the taps:
- * evaluated with the state, then handed to the tap callback each
- * iteration. On a GPU the state stays there: each
+ * (em__eval_arrays) of each replay. On a GPU the state stays there: each
  * test copies the one condition byte back, and the final state is packed
  * by the device's copy kernel. The program holders stay on the host
  * (host_only).
+ *
+ * The loop drops its reference to the state as soon as the body's replay
+ * holds it, so that an op updating a state array (a KV cache's put_slice)
+ * may take over its buffer instead of copying it (donation needs the only
+ * reference).
+ *
+ * A tapped loop's body has extra outputs after the next state, the taps:
+ * evaluated with the state, then handed to the tap callback each
+ * iteration.
  */
 #include "ops/copy.h"
 #include "tape.h"
