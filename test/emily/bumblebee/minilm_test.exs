@@ -14,13 +14,20 @@ defmodule Emily.Bumblebee.MiniLMTest do
                "all-minilm-l6-v2"
              )
 
+  # EMILY_TEST_DEVICE=gpu runs the same checks on the GPU (the device
+  # machine's runs).
+  @device if System.get_env("EMILY_TEST_DEVICE") == "gpu", do: :gpu, else: :cpu
+
   unless File.exists?(Path.join(@model_dir, ".complete")) do
     @moduletag skip: "all-MiniLM-L6-v2 is not installed: run scripts/fetch_models.sh"
   end
 
   setup_all do
     %{"texts" => texts, "embeddings" => expected} = @golden |> File.read!() |> Jason.decode!()
-    {:ok, model} = Bumblebee.load_model({:local, @model_dir}, backend: Emily.Backend)
+
+    {:ok, model} =
+      Bumblebee.load_model({:local, @model_dir}, backend: {Emily.Backend, device: @device})
+
     {:ok, tokenizer} = Bumblebee.load_tokenizer({:local, @model_dir})
     %{model: model, tokenizer: tokenizer, texts: texts, expected: Nx.tensor(expected, type: :f64)}
   end
@@ -31,7 +38,7 @@ defmodule Emily.Bumblebee.MiniLMTest do
       output_attribute: :hidden_state,
       embedding_processor: :l2_norm,
       compile: [batch_size: batch_size, sequence_length: 96],
-      defn_options: [compiler: Emily.Compiler]
+      defn_options: [compiler: Emily.Compiler, device: @device]
     )
   end
 

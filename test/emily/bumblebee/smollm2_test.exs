@@ -22,11 +22,16 @@ defmodule Emily.Bumblebee.SmolLM2Test do
   # activations move logits by up to a few tenths here).
   @near_tie 0.5
 
+  # EMILY_TEST_DEVICE=gpu runs the same checks on the GPU (the device
+  # machine's runs): the model loads and computes on the default backend.
+  @device if System.get_env("EMILY_TEST_DEVICE") == "gpu", do: :gpu, else: :cpu
+
   unless File.exists?(@path) do
     @moduletag skip: "SmolLM2 is not installed: run scripts/fetch_models.sh"
   end
 
   setup_all do
+    if @device == :gpu, do: Nx.global_default_backend({Emily.Backend, device: :gpu})
     %{"cases" => cases} = @golden |> File.read!() |> Jason.decode!()
     {:ok, model_info} = Emily.Bumblebee.GGUF.load_model(@path)
     {:ok, tokenizer} = Emily.Bumblebee.GGUF.load_tokenizer(@path)
