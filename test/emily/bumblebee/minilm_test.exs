@@ -8,6 +8,8 @@ defmodule Emily.Bumblebee.MiniLMTest do
   use ExUnit.Case, async: false
 
   @moduletag :bumblebee
+  # A first run on a GPU compiles the fused kernels (NVRTC): minutes there.
+  @moduletag timeout: 300_000
   @golden Path.expand("golden/minilm.json", __DIR__)
   @model_dir Path.join(
                System.get_env("EMILY_MODELS") || Path.expand("~/.cache/emily/models"),
