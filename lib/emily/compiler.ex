@@ -472,8 +472,7 @@ defmodule Emily.Compiler do
   # are called as they arrive, while the stream's worker goes on with the
   # next iterations (the engine never waits for the host).
   defp run_tapped(entry, refs, overrides) do
-    tag = make_ref()
-    {channel, id} = Native.hook_channel_open(tag)
+    {channel, id} = Native.hook_channel_open()
 
     try do
       id_ref = id |> Native.scalar_s64({:s, 64}) |> on_device(entry.device)
@@ -490,7 +489,7 @@ defmodule Emily.Compiler do
           {specs, hook_refs, loop_refs}
 
         :loop, {specs, hook_refs, [loop_ref | loop_refs]} ->
-          run_loop(loop_ref, channel, tag, entry.taps, overrides)
+          run_loop(loop_ref, channel, id, entry.taps, overrides)
           {specs, hook_refs, loop_refs}
       end)
 
@@ -500,42 +499,42 @@ defmodule Emily.Compiler do
     end
   end
 
-  defp run_loop(loop_ref, channel, tag, taps, overrides) do
+  defp run_loop(loop_ref, channel, channel_id, taps, overrides) do
     done = Native.eval(nil, [loop_ref])
 
     try do
-      deliver_taps(tag, done, taps, overrides)
+      deliver_taps(channel_id, done, taps, overrides)
     catch
       # A hook raised (or threw): the loop runs to its end regardless (the
       # engine cannot be interrupted); nothing of this run may stay in the
       # mailbox.
       kind, reason ->
         Native.hook_channel_close(channel)
-        drain(tag, done)
+        drain(channel_id, done)
         :erlang.raise(kind, reason, __STACKTRACE__)
     end
   end
 
-  defp drain(tag, done) do
+  defp drain(channel_id, done) do
     receive do
-      {^tag, :emily_hook, _site, _refs} -> drain(tag, done)
-      {^done, _result} -> flush_taps(tag)
+      {:emily_hook, ^channel_id, _site, _refs} -> drain(channel_id, done)
+      {^done, _result} -> flush_taps(channel_id)
     end
   end
 
-  defp flush_taps(tag) do
+  defp flush_taps(channel_id) do
     receive do
-      {^tag, :emily_hook, _site, _refs} -> flush_taps(tag)
+      {:emily_hook, ^channel_id, _site, _refs} -> flush_taps(channel_id)
     after
       0 -> :ok
     end
   end
 
-  defp deliver_taps(tag, done, taps, overrides) do
+  defp deliver_taps(channel_id, done, taps, overrides) do
     receive do
-      {^tag, :emily_hook, site, tap_refs} ->
+      {:emily_hook, ^channel_id, site, tap_refs} ->
         run_hooks(Map.fetch!(taps, site), tap_refs, overrides)
-        deliver_taps(tag, done, taps, overrides)
+        deliver_taps(channel_id, done, taps, overrides)
 
       {^done, _result} = message ->
         # Every tap was sent before this: await reads the result (and

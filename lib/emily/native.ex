@@ -595,16 +595,16 @@ defmodule Emily.Native do
   `while_loop/3` whose body gives `ntaps` outputs after the next state,
   the first a hook channel's id (an s64 scalar): after each iteration the
   process that opened that channel receives
-  `{tag, :emily_hook, site, [tap | ...]}` with the other taps.
+  `{:emily_hook, id, site, [tap | ...]}` with the other taps.
   """
   def while_loop_tapped(_cond, _body, _state, _ntaps, _site), do: nif_error()
 
   @doc """
-  Opens a hook channel for the calling process: `{channel, id}`. Loops
-  made by `while_loop_tapped/5` whose channel input is `id` send their
-  taps here, tagged with `tag`, until `hook_channel_close/1`.
+  Opens a hook channel for the calling process: `{channel, id}` (`id`
+  unique while the VM runs). Loops made by `while_loop_tapped/5` whose
+  channel input is `id` send their taps here until `hook_channel_close/1`.
   """
-  def hook_channel_open(_tag), do: nif_error()
+  def hook_channel_open, do: nif_error()
 
   @doc "Stops a hook channel's deliveries (idempotent)."
   def hook_channel_close(_channel), do: nif_error()

@@ -299,7 +299,7 @@ int nif_io_open_resources(ErlNifEnv *env);
     F(program_stats, 1)                                                        \
     F(while_loop, 3)                                                           \
     F(while_loop_tapped, 5)                                                    \
-    F(hook_channel_open, 1)                                                    \
+    F(hook_channel_open, 0)                                                    \
     F(hook_channel_close, 1)
 /* Opens the program resource type (called on load and upgrade). */
 int nif_compile_open_resources(ErlNifEnv *env);

@@ -4,7 +4,7 @@
  * iteration (Nx hooks inside `while`, such as a generation loop's streamed
  * tokens).
  *
- *   hook_channel_open(tag)     {channel, id}: a resource, and the integer the
+ *   hook_channel_open()        {channel, id}: a resource, and the integer the
  *                              program receives (as an s64 scalar input)
  *   hook_channel_close(channel) stop delivering (also done on GC)
  *
@@ -12,8 +12,9 @@
  * cannot be part of the loop: each run opens a channel and passes its id to
  * the program as an ordinary input, and a tapped loop (em_while_tapped)
  * gives that id back as its first tap. nif_hook_tap, the loop's callback,
- * reads it, finds the channel and sends `{tag, :emily_hook, site, taps}` to
- * the channel's process, `taps` being new tensor references. An id whose
+ * reads it, finds the channel and sends `{:emily_hook, id, site, taps}` to
+ * the channel's process, `taps` being new tensor references (the id, unique
+ * in the VM's life, is what the receiver matches on). An id whose
  * channel is closed (the run ended or raised) drops the values. Messages
  * sent by one worker thread arrive in order, before the `{ref, result}` of
  * the evaluation that ran the loop.
@@ -28,8 +29,6 @@
 typedef struct hook_channel {
     uint64_t id;
     ErlNifPid pid;
-    ErlNifEnv *env; /* holds tag */
-    ERL_NIF_TERM tag;
     struct hook_channel *next;
 } hook_channel;
 
@@ -49,7 +48,6 @@ static void unregister(uint64_t id) {
         if ((*p)->id == id) {
             hook_channel *gone = *p;
             *p = gone->next;
-            enif_free_env(gone->env);
             enif_free(gone);
             break;
         }
@@ -74,21 +72,16 @@ int nif_hooks_open_resources(ErlNifEnv *env) {
 NIF_DECL(hook_channel_open) {
     nif_call c = NIF_CALL(env, "hook_channel_open");
     hook_channel *ch = enif_alloc(sizeof *ch);
-    ErlNifEnv *kept = enif_alloc_env();
     nif_hook_channel *res =
         enif_alloc_resource(nif_channel_type, sizeof *res);
-    if (!ch || !kept || !res || !enif_self(env, &ch->pid)) {
+    if (!ch || !res || !enif_self(env, &ch->pid)) {
         if (ch)
             enif_free(ch);
-        if (kept)
-            enif_free_env(kept);
         if (res)
             enif_release_resource(res);
         return nif_raise_runtime(&c, "cannot open a hook channel here");
     }
     ch->id = atomic_fetch_add(&last_id, 1) + 1;
-    ch->env = kept;
-    ch->tag = enif_make_copy(kept, argv[0]);
     res->id = ch->id;
     pthread_mutex_lock(&channels_lock);
     ch->next = channels;
@@ -147,8 +140,8 @@ void nif_hook_tap(uint64_t site, em_array *const *taps, size_t ntaps) {
         ch = ch->next;
     if (ch) {
         ERL_NIF_TERM msg = enif_make_tuple4(
-            env, enif_make_copy(env, ch->tag),
-            enif_make_atom(env, "emily_hook"), enif_make_uint64(env, site),
+            env, enif_make_atom(env, "emily_hook"),
+            enif_make_uint64(env, (uint64_t)id), enif_make_uint64(env, site),
             list);
         /* A dead process is fine: the message is dropped. */
         enif_send(NULL, &ch->pid, env, msg);
