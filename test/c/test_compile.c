@@ -310,8 +310,10 @@ EM_TEST(program_errors) {
     em_array_release(q);
 }
 
-/* cond(i, acc) = i < 5; body(i, acc) = (i + 1, acc * 2) */
-static void loop_programs(em_program **cond, em_program **body) {
+/* cond(i, acc) = i < 5; body(i, acc) = (i + 1, acc * 2), followed with
+ * tapped: by the same two values again, as taps. */
+static void loop_programs_tapped(em_program **cond, em_program **body,
+                                 bool tapped) {
     int64_t vshape[1] = {3};
     em_array *i = ph(EM_S64, NULL, 0), *acc = ph(EM_F64, vshape, 1);
     em_array *five = NULL, *one = NULL, *two = NULL, *lt = NULL, *i1 = NULL,
@@ -322,12 +324,16 @@ static void loop_programs(em_program **cond, em_program **body) {
     CHECK_OK(em_binary(EM_BINARY_less, i, five, &lt));
     CHECK_OK(em_binary(EM_BINARY_add, i, one, &i1));
     CHECK_OK(em_binary(EM_BINARY_multiply, acc, two, &acc2));
-    em_array *state[2] = {i, acc}, *next[2] = {i1, acc2};
+    em_array *state[2] = {i, acc}, *next[4] = {i1, acc2, i1, acc2};
     CHECK_OK(em_program_new(state, 2, &lt, 1, NULL, cond));
-    CHECK_OK(em_program_new(state, 2, next, 2, NULL, body));
+    CHECK_OK(em_program_new(state, 2, next, tapped ? 4 : 2, NULL, body));
     em_array *all[8] = {i, acc, five, one, two, lt, i1, acc2};
     for (int k = 0; k < 8; k++)
         em_array_release(all[k]);
+}
+
+static void loop_programs(em_program **cond, em_program **body) {
+    loop_programs_tapped(cond, body, false);
 }
 
 EM_TEST(while_loop_runs_until_false) {
@@ -396,20 +402,9 @@ static void record_taps(uint64_t site, em_array *const *taps, size_t ntaps) {
 /* A tapped loop hands each iteration's extra body outputs to its callback,
  * and computes the same final state as the untapped loop. */
 EM_TEST(while_loop_taps_each_iteration) {
-    int64_t vshape[1] = {3};
-    em_array *i = ph(EM_S64, NULL, 0), *acc = ph(EM_F64, vshape, 1);
-    em_array *five = NULL, *one = NULL, *two = NULL, *lt = NULL, *i1 = NULL,
-             *acc2 = NULL;
-    CHECK_OK(em_scalar_s64(5, EM_S64, &five));
-    CHECK_OK(em_scalar_s64(1, EM_S64, &one));
-    CHECK_OK(em_scalar_f64(2, EM_F64, &two));
-    CHECK_OK(em_binary(EM_BINARY_less, i, five, &lt));
-    CHECK_OK(em_binary(EM_BINARY_add, i, one, &i1));
-    CHECK_OK(em_binary(EM_BINARY_multiply, acc, two, &acc2));
-    em_array *state[2] = {i, acc}, *next[4] = {i1, acc2, i1, acc2};
     em_program *cond = NULL, *body = NULL;
-    CHECK_OK(em_program_new(state, 2, &lt, 1, NULL, &cond));
-    CHECK_OK(em_program_new(state, 2, next, 4, NULL, &body));
+    loop_programs_tapped(&cond, &body, true);
+    int64_t vshape[1] = {3};
     double av[3] = {1, -0.5, 3};
     em_array *i0 = NULL, *acc0 = t_from_f64(av, vshape, 1, EM_F64);
     CHECK_OK(em_scalar_s64(2, EM_S64, &i0));
@@ -428,8 +423,7 @@ EM_TEST(while_loop_taps_each_iteration) {
     CHECK(tapped_site == 7 && tapped_count == 3);
     for (int k = 0; k < 3; k++)
         CHECK(tapped_i[k] == 3 + k);
-    em_array *all[] = {i, acc, five, one, two, lt, i1, acc2, i0, acc0,
-                       out[0], out[1]};
+    em_array *all[] = {i0, acc0, out[0], out[1]};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         em_array_release(all[k]);
     em_program_release(cond);

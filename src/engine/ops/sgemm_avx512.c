@@ -148,89 +148,72 @@ static void prefetch_rows(const float *src, size_t ld, int nrows, int len) {
             _mm_prefetch((const char *)(src + i * ld + off), _MM_HINT_T0);
 }
 
-/* op(A) rows [0, mc), columns [0, kc) into panels of MR rows: panel r holds
- * for each p the MR values op(A)[r*MR + i][p], rows past mc zero. */
-AVX512 static void pack_a(bool ta, int mc, int kc, const float *a, int lda,
-                          float *dst) {
-    if (!ta) /* the first panel; each prefetches the next */
-        prefetch_rows(a, (size_t)lda, mc < MR ? mc : MR, kc);
-    for (int r0 = 0; r0 < mc; r0 += MR) {
-        int rows = mc - r0 < MR ? mc - r0 : MR;
-        if (ta) {
-            /* A stored (k, m): the panel's rows are contiguous in each
-             * stored row. */
-            __mmask16 mask = (__mmask16)((1u << rows) - 1);
-            for (int p = 0; p < kc; p++)
-                _mm512_mask_storeu_ps(
-                    dst + (size_t)p * MR, (1u << MR) - 1,
-                    _mm512_maskz_loadu_ps(mask, a + (size_t)p * lda + r0));
-        } else {
-            /* A stored (m, k): transpose 16 k-values of the rows at a
-             * time. */
-            if (r0 + MR < mc)
-                prefetch_rows(a + (size_t)(r0 + MR) * lda, (size_t)lda,
-                              mc - r0 - MR < MR ? mc - r0 - MR : MR, kc);
-            for (int p0 = 0; p0 < kc; p0 += 16) {
-                int cols = kc - p0 < 16 ? kc - p0 : 16;
-                __m512 col[16];
-                transpose16(a + (size_t)r0 * lda + p0, (size_t)lda, rows, cols,
-                            col);
-                for (int p = 0; p < cols; p++)
-                    _mm512_mask_storeu_ps(dst + (size_t)(p0 + p) * MR,
-                                          (1u << MR) - 1, col[p]);
-            }
-        }
-        dst += (size_t)kc * MR;
-    }
+/* Lanes [0, n) of a 16-lane mask, n clamped to 0..16. */
+static inline __mmask16 first_lanes(int n) {
+    return (__mmask16)(n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1);
 }
 
-/* op(B) rows [0, kc), columns [0, nc) into panels of NR columns: panel c
- * holds for each p the NR values op(B)[p][c*NR + j], columns past nc
- * zero. */
-AVX512 static void pack_b(bool tb, int kc, int nc, const float *b, int ldb,
-                          float *dst) {
-    if (tb) /* the first panel; each prefetches the next */
-        prefetch_rows(b, (size_t)ldb, nc < NR ? nc : NR, kc);
-    for (int c0 = 0; c0 < nc; c0 += NR) {
-        int cols = nc - c0 < NR ? nc - c0 : NR;
-        if (!tb) {
-            __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1);
-            __mmask16 m1 = (__mmask16)(cols >= NR  ? 0xffff
-                                       : cols > 16 ? (1u << (cols - 16)) - 1
-                                                   : 0);
-            for (int p = 0; p < kc; p++) {
-                const float *src = b + (size_t)p * ldb + c0;
-                float *d = dst + (size_t)p * NR;
-                _mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, src));
-                _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, src + 16));
-            }
+/* Packs `count` lines of an operand, each kc values long, into panels of
+ * `width` lines (MR rows of op(A), or NR columns of op(B)): panel q holds
+ * for each p the `width` values line[q*width + j][p], lines past count
+ * zero. With `along`, line j's values are strided (value p of line j at
+ * src[p * ld + j]: A stored (k, m), B stored (k, n)), so each p reads a
+ * contiguous run of the panel's lines; otherwise line j is stored as one
+ * row (at src + j * ld) and 16 values of 16 lines are transposed at a
+ * time. */
+AVX512 static void pack_panels(bool along, int count, int kc, const float *src,
+                               int ld, int width, float *dst) {
+    if (!along) /* the first panel; each prefetches the next */
+        prefetch_rows(src, (size_t)ld, count < width ? count : width, kc);
+    for (int q0 = 0; q0 < count; q0 += width) {
+        int lines = count - q0 < width ? count - q0 : width;
+        if (along) {
+            for (int p = 0; p < kc; p++)
+                for (int h = 0; h < width; h += 16)
+                    _mm512_mask_storeu_ps(
+                        dst + (size_t)p * width + h, first_lanes(width - h),
+                        _mm512_maskz_loadu_ps(first_lanes(lines - h),
+                                              src + (size_t)p * ld + q0 + h));
         } else {
-            /* B stored (n, k): column j of op(B) is stored row j;
-             * transpose 16 columns by 16 k-values at a time. */
-            if (c0 + NR < nc)
-                prefetch_rows(b + (size_t)(c0 + NR) * ldb, (size_t)ldb,
-                              nc - c0 - NR < NR ? nc - c0 - NR : NR, kc);
-            for (int half = 0; half < NR; half += 16) {
-                int rows = cols - half < 16 ? cols - half : 16;
-                if (rows <= 0) { /* a panel of at most 16 columns */
+            if (q0 + width < count)
+                prefetch_rows(src + (size_t)(q0 + width) * ld, (size_t)ld,
+                              count - q0 - width < width ? count - q0 - width
+                                                         : width,
+                              kc);
+            for (int h = 0; h < width; h += 16) {
+                int rows = lines - h < 16 ? lines - h : 16;
+                __mmask16 store = first_lanes(width - h);
+                if (rows <= 0) { /* the panel's last lines: zero */
                     for (int p = 0; p < kc; p++)
-                        _mm512_store_ps(dst + (size_t)p * NR + half,
-                                        _mm512_setzero_ps());
+                        _mm512_mask_storeu_ps(dst + (size_t)p * width + h,
+                                              store, _mm512_setzero_ps());
                     continue;
                 }
                 for (int p0 = 0; p0 < kc; p0 += 16) {
                     int ks = kc - p0 < 16 ? kc - p0 : 16;
                     __m512 col[16];
-                    transpose16(b + (size_t)(c0 + half) * ldb + p0, (size_t)ldb,
+                    transpose16(src + (size_t)(q0 + h) * ld + p0, (size_t)ld,
                                 rows, ks, col);
                     for (int p = 0; p < ks; p++)
-                        _mm512_store_ps(dst + (size_t)(p0 + p) * NR + half,
-                                        col[p]);
+                        _mm512_mask_storeu_ps(
+                            dst + (size_t)(p0 + p) * width + h, store, col[p]);
                 }
             }
         }
-        dst += (size_t)kc * NR;
+        dst += (size_t)kc * width;
     }
+}
+
+/* op(A) rows [0, mc), columns [0, kc) into panels of MR rows. */
+AVX512 static void pack_a(bool ta, int mc, int kc, const float *a, int lda,
+                          float *dst) {
+    pack_panels(ta, mc, kc, a, lda, MR, dst);
+}
+
+/* op(B) rows [0, kc), columns [0, nc) into panels of NR columns. */
+AVX512 static void pack_b(bool tb, int kc, int nc, const float *b, int ldb,
+                          float *dst) {
+    pack_panels(!tb, nc, kc, b, ldb, NR, dst);
 }
 
 /* C[0..ROWS)[0..NR) (columns masked by m0, m1) = or += the product of an

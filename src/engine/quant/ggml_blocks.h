@@ -176,9 +176,9 @@ GGML_INLINE void ggml_decode_q6_k(const uint8_t *b, float *y) {
 /* Shared by the op builders and the GPU evals (ggml_ops.c). */
 typedef struct ggml_params {
     int type;
-    int64_t k;            /* weights per row */
-    int64_t block_elems;  /* weights per block */
-    int64_t block_bytes;  /* bytes per block */
+    int64_t k;           /* weights per row */
+    int64_t block_elems; /* weights per block */
+    int64_t block_bytes; /* bytes per block */
 } ggml_params;
 
 /* One streaming matrix-vector product: rows [r0, r1) of out (m, n) =
@@ -190,6 +190,35 @@ typedef struct ggml_matvec_job {
     float *out;     /* (m, n) */
     int64_t m, n, k;
 } ggml_matvec_job;
+
+/* The body of a SIMD kernel's range function over rows [r0, r1) of out:
+ * rows(jb, r, R, M) is the kernel's inner function, always inlined, with R
+ * weight rows per pass and M rows of x, both constants so that its
+ * accumulators stay in registers. One x row takes `pass` weight rows at a
+ * time; 2..8 x rows take one (their accumulators fill the registers). */
+#define GGML_MATVEC_CASE_M(rows, mm)                                           \
+    case mm:                                                                   \
+        for (; r < r1; r++)                                                    \
+            rows(jb, r, 1, mm);                                                \
+        break;
+#define GGML_MATVEC_RANGE_BODY(rows, pass)                                     \
+    const ggml_matvec_job *jb = ctx;                                           \
+    int64_t r = r0;                                                            \
+    switch (jb->m) {                                                           \
+    case 1:                                                                    \
+        for (; r + (pass) <= r1; r += (pass))                                  \
+            rows(jb, r, pass, 1);                                              \
+        for (; r < r1; r++)                                                    \
+            rows(jb, r, 1, 1);                                                 \
+        break;                                                                 \
+        GGML_MATVEC_CASE_M(rows, 2)                                            \
+        GGML_MATVEC_CASE_M(rows, 3)                                            \
+        GGML_MATVEC_CASE_M(rows, 4)                                            \
+        GGML_MATVEC_CASE_M(rows, 5)                                            \
+        GGML_MATVEC_CASE_M(rows, 6)                                            \
+        GGML_MATVEC_CASE_M(rows, 7)                                            \
+        GGML_MATVEC_CASE_M(rows, 8)                                            \
+    }
 
 /* The AVX2 + FMA streaming kernel for `type` (ggml_matvec_avx2.c), or NULL
  * when the CPU lacks AVX2/FMA, the build is the SIMD baseline, or the type

@@ -124,8 +124,8 @@ AVX2 void group_q6_k(const uint8_t *b, int g, group32 *o) {
  * for every format (at most 24 significant bits), so one fused
  * multiply-add rounds as the dequantizer's multiply then add; formats
  * without an offset only multiply. */
-AVX2 void weights_v(__m256i q32, __m256 a0, __m256 a1, __m256 b,
-                    int has_offset, __m256 w[4]) {
+AVX2 void weights_v(__m256i q32, __m256 a0, __m256 a1, __m256 b, int has_offset,
+                    __m256 w[4]) {
     const __m128i lo = _mm256_castsi256_si128(q32);
     const __m128i hi = _mm256_extracti128_si256(q32, 1);
     const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi,
@@ -158,7 +158,8 @@ AVX2 void nibble_weights(const uint8_t *p, int layout_k, int high, __m256 va,
         const int hi = layout_k ? high : i >= 2;
         const __m256i v =
             _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + byte)));
-        const __m256i q = hi ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, m15);
+        const __m256i q =
+            hi ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, m15);
         w[i] = _mm256_fmadd_ps(va, _mm256_cvtepi32_ps(q), vb);
     }
 }
@@ -316,39 +317,14 @@ AVX2 float hsum8(__m256 v) {
         UNROLL                                                                 \
         for (int i = 0; i < M; i++)                                            \
             UNROLL                                                             \
-            for (int j = 0; j < R; j++)                                        \
-                jb->out[i * jb->n + r + j] = hsum8(                            \
-                    _mm256_add_ps(acc[i * R + j][0], acc[i * R + j][1]));      \
+        for (int j = 0; j < R; j++)                                            \
+            jb->out[i * jb->n + r + j] =                                       \
+                hsum8(_mm256_add_ps(acc[i * R + j][0], acc[i * R + j][1]));    \
     }                                                                          \
     __attribute__((target("avx2,fma,f16c"))) static void avx2_##name(          \
         void *ctx, int64_t r0, int64_t r1) {                                   \
-        const ggml_matvec_job *jb = ctx;                                       \
-        int64_t r = r0;                                                        \
-        switch (jb->m) {                                                       \
-        case 1:                                                                \
-            for (; r + ROWS_PER_PASS <= r1; r += ROWS_PER_PASS)                \
-                avx2_rows_##name(jb, r, ROWS_PER_PASS, 1);                     \
-            for (; r < r1; r++)                                                \
-                avx2_rows_##name(jb, r, 1, 1);                                 \
-            break;                                                             \
-            AVX2_CASES_M_2_TO_8(name)                                          \
-        }                                                                      \
+        GGML_MATVEC_RANGE_BODY(avx2_rows_##name, ROWS_PER_PASS)                \
     }
-
-/* x with 2..8 rows: one weight row per pass, M accumulator pairs. */
-#define AVX2_CASE_M(name, mm)                                                  \
-    case mm:                                                                   \
-        for (; r < r1; r++)                                                    \
-            avx2_rows_##name(jb, r, 1, mm);                                    \
-        break;
-#define AVX2_CASES_M_2_TO_8(name)                                              \
-    AVX2_CASE_M(name, 2)                                                       \
-    AVX2_CASE_M(name, 3)                                                       \
-    AVX2_CASE_M(name, 4)                                                       \
-    AVX2_CASE_M(name, 5)                                                       \
-    AVX2_CASE_M(name, 6)                                                       \
-    AVX2_CASE_M(name, 7)                                                       \
-    AVX2_CASE_M(name, 8)
 
 EM_GGML_BLOCK_TYPES(DEFINE_AVX2_MATVEC)
 

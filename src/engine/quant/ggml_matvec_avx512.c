@@ -101,8 +101,8 @@ NO_PREP(q5_0)
 NO_PREP(q5_1)
 NO_PREP(q8_0)
 
-AVX512 void group_q4_0(const uint8_t *b, int g, __m512 sc,
-                       const int8_t *qs6, __m512 w[2]) {
+AVX512 void group_q4_0(const uint8_t *b, int g, __m512 sc, const int8_t *qs6,
+                       __m512 w[2]) {
     (void)g, (void)sc, (void)qs6;
     const __m512 t = table16(half_at(b), -8.0f, 0.0f);
     const __m512i v = bytes16(b + 2);
@@ -110,8 +110,8 @@ AVX512 void group_q4_0(const uint8_t *b, int g, __m512 sc,
     w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
 }
 
-AVX512 void group_q4_1(const uint8_t *b, int g, __m512 sc,
-                       const int8_t *qs6, __m512 w[2]) {
+AVX512 void group_q4_1(const uint8_t *b, int g, __m512 sc, const int8_t *qs6,
+                       __m512 w[2]) {
     (void)g, (void)sc, (void)qs6;
     const __m512 t = table16(half_at(b), 0.0f, half_at(b + 2));
     const __m512i v = bytes16(b + 4);
@@ -119,8 +119,8 @@ AVX512 void group_q4_1(const uint8_t *b, int g, __m512 sc,
     w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), t);
 }
 
-AVX512 void group_q5_0(const uint8_t *b, int g, __m512 sc,
-                       const int8_t *qs6, __m512 w[2]) {
+AVX512 void group_q5_0(const uint8_t *b, int g, __m512 sc, const int8_t *qs6,
+                       __m512 w[2]) {
     (void)g, (void)sc, (void)qs6;
     const float d = half_at(b);
     const __m512 lo = table16(d, -16.0f, 0.0f), hi = table16(d, 0.0f, 0.0f);
@@ -130,8 +130,8 @@ AVX512 void group_q5_0(const uint8_t *b, int g, __m512 sc,
     w[1] = look32(_mm512_srli_epi32(v, 4), (__mmask16)(qh >> 16), lo, hi);
 }
 
-AVX512 void group_q5_1(const uint8_t *b, int g, __m512 sc,
-                       const int8_t *qs6, __m512 w[2]) {
+AVX512 void group_q5_1(const uint8_t *b, int g, __m512 sc, const int8_t *qs6,
+                       __m512 w[2]) {
     (void)g, (void)sc, (void)qs6;
     const float d = half_at(b), m = half_at(b + 2);
     const __m512 lo = table16(d, 0.0f, m), hi = table16(d, 16.0f, m);
@@ -141,8 +141,8 @@ AVX512 void group_q5_1(const uint8_t *b, int g, __m512 sc,
     w[1] = look32(_mm512_srli_epi32(v, 4), (__mmask16)(qh >> 16), lo, hi);
 }
 
-AVX512 void group_q8_0(const uint8_t *b, int g, __m512 sc,
-                       const int8_t *qs6, __m512 w[2]) {
+AVX512 void group_q8_0(const uint8_t *b, int g, __m512 sc, const int8_t *qs6,
+                       __m512 w[2]) {
     (void)g, (void)sc, (void)qs6;
     const __m512 d = _mm512_set1_ps(half_at(b));
     w[0] =
@@ -166,8 +166,8 @@ AVX512 __m512 k_scales_mins(const uint8_t *b) {
     const __m128i packed = _mm_set_epi32((int)mn_hi, (int)(u1 & low6),
                                          (int)sc_hi, (int)(u0 & low6));
     const float d = half_at(b), dmin = half_at(b + 2);
-    const __m512 dd = _mm512_insertf32x8(
-        _mm512_set1_ps(d), _mm256_set1_ps(dmin), 1);
+    const __m512 dd =
+        _mm512_insertf32x8(_mm512_set1_ps(d), _mm256_set1_ps(dmin), 1);
     return _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(packed)));
 }
 
@@ -190,8 +190,8 @@ AVX512 void k_nibbles(const uint8_t *qs, int g, __m512i v[2]) {
 /* Weights a * q - o (as the dequantizer: a * q, then minus o), q = base +
  * 0..15, for sub-block g. */
 AVX512 __m512 k_table(__m512 sc, int g, float base) {
-    return _mm512_sub_ps(
-        _mm512_mul_ps(lane(sc, g), iota_plus(base)), lane(sc, 8 + g));
+    return _mm512_sub_ps(_mm512_mul_ps(lane(sc, g), iota_plus(base)),
+                         lane(sc, 8 + g));
 }
 
 AVX512 __m512 prep_q4_k(const uint8_t *b, int8_t *qs6) {
@@ -204,8 +204,8 @@ AVX512 __m512 prep_q5_k(const uint8_t *b, int8_t *qs6) {
     return k_scales_mins(b);
 }
 
-AVX512 void group_q4_k(const uint8_t *b, int g, __m512 sc,
-                       const int8_t *qs6, __m512 w[2]) {
+AVX512 void group_q4_k(const uint8_t *b, int g, __m512 sc, const int8_t *qs6,
+                       __m512 w[2]) {
     __m512i v[2];
     (void)qs6;
     k_nibbles(b + 16, g, v);
@@ -215,15 +215,15 @@ AVX512 void group_q4_k(const uint8_t *b, int g, __m512 sc,
 }
 
 /* q5_k: bit g of qh byte l is the fifth bit of weight l of sub-block g. */
-AVX512 void group_q5_k(const uint8_t *b, int g, __m512 sc,
-                       const int8_t *qs6, __m512 w[2]) {
+AVX512 void group_q5_k(const uint8_t *b, int g, __m512 sc, const int8_t *qs6,
+                       __m512 w[2]) {
     __m512i v[2];
     (void)qs6;
     k_nibbles(b + 48, g, v);
     const __m512 lo = k_table(sc, g, 0.0f), hi = k_table(sc, g, 16.0f);
-    const __mmask32 fifth = _mm256_test_epi8_mask(
-        _mm256_loadu_si256((const __m256i *)(b + 16)),
-        _mm256_set1_epi8((char)(1 << g)));
+    const __mmask32 fifth =
+        _mm256_test_epi8_mask(_mm256_loadu_si256((const __m256i *)(b + 16)),
+                              _mm256_set1_epi8((char)(1 << g)));
     w[0] = look32(v[0], (__mmask16)fifth, lo, hi);
     w[1] = look32(v[1], (__mmask16)(fifth >> 16), lo, hi);
 }
@@ -254,15 +254,14 @@ AVX512 __m512 prep_q6_k(const uint8_t *b, int8_t *qs6) {
         _mm512_storeu_si512(qs6 + 128 * h, _mm512_sub_epi8(q01, c32));
         _mm512_storeu_si512(qs6 + 128 * h + 64, _mm512_sub_epi8(q23, c32));
     }
-    return _mm512_mul_ps(
-        _mm512_set1_ps(half_at(b + 208)),
-        sbytes16(_mm_loadu_si128((const __m128i *)(b + 192))));
+    return _mm512_mul_ps(_mm512_set1_ps(half_at(b + 208)),
+                         sbytes16(_mm_loadu_si128((const __m128i *)(b + 192))));
 }
 
 /* Group g of a q6_k block: quants 32 g .. 32 g + 31 of qs6, a scale per 16
  * weights (scales 2 g and 2 g + 1). */
-AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc,
-                       const int8_t *qs6, __m512 w[2]) {
+AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc, const int8_t *qs6,
+                       __m512 w[2]) {
     (void)b;
     const int8_t *q = qs6 + 32 * g;
     w[0] = _mm512_mul_ps(lane(sc, 2 * g),
@@ -280,7 +279,7 @@ AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc,
         const uint8_t *row = jb->raw + r * nblocks * (BB);                     \
         const int64_t row_bytes = nblocks * (BB);                              \
         __m512 acc[ROWS_PER_PASS * GGML_MATVEC_MAX_ROWS][2];                   \
-        int8_t qs6[ROWS_PER_PASS][GGML_MAX_BLOCK_ELEMS]; /* q6_k's quants */    \
+        int8_t qs6[ROWS_PER_PASS][GGML_MAX_BLOCK_ELEMS]; /* q6_k's quants */   \
         UNROLL                                                                 \
         for (int a = 0; a < R * M; a++)                                        \
             acc[a][0] = acc[a][1] = _mm512_setzero_ps();                       \
@@ -319,39 +318,14 @@ AVX512 void group_q6_k(const uint8_t *b, int g, __m512 sc,
         UNROLL                                                                 \
         for (int i = 0; i < M; i++)                                            \
             UNROLL                                                             \
-            for (int j = 0; j < R; j++)                                        \
-                jb->out[i * jb->n + r + j] = _mm512_reduce_add_ps(             \
-                    _mm512_add_ps(acc[i * R + j][0], acc[i * R + j][1]));      \
+        for (int j = 0; j < R; j++)                                            \
+            jb->out[i * jb->n + r + j] = _mm512_reduce_add_ps(                 \
+                _mm512_add_ps(acc[i * R + j][0], acc[i * R + j][1]));          \
     }                                                                          \
     __attribute__((target(AVX512_TARGET))) static void avx512_##name(          \
         void *ctx, int64_t r0, int64_t r1) {                                   \
-        const ggml_matvec_job *jb = ctx;                                       \
-        int64_t r = r0;                                                        \
-        switch (jb->m) {                                                       \
-        case 1:                                                                \
-            for (; r + ROWS_PER_PASS <= r1; r += ROWS_PER_PASS)                \
-                avx512_rows_##name(jb, r, ROWS_PER_PASS, 1);                   \
-            for (; r < r1; r++)                                                \
-                avx512_rows_##name(jb, r, 1, 1);                               \
-            break;                                                             \
-            CASES_M_2_TO_8(name)                                               \
-        }                                                                      \
+        GGML_MATVEC_RANGE_BODY(avx512_rows_##name, ROWS_PER_PASS)              \
     }
-
-/* x with 2..8 rows: one weight row per pass, M accumulator pairs. */
-#define CASE_M(name, mm)                                                       \
-    case mm:                                                                   \
-        for (; r < r1; r++)                                                    \
-            avx512_rows_##name(jb, r, 1, mm);                                  \
-        break;
-#define CASES_M_2_TO_8(name)                                                   \
-    CASE_M(name, 2)                                                            \
-    CASE_M(name, 3)                                                            \
-    CASE_M(name, 4)                                                            \
-    CASE_M(name, 5)                                                            \
-    CASE_M(name, 6)                                                            \
-    CASE_M(name, 7)                                                            \
-    CASE_M(name, 8)
 
 EM_GGML_BLOCK_TYPES(DEFINE_AVX512_MATVEC)
 

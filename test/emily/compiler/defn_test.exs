@@ -428,36 +428,26 @@ defmodule Emily.Compiler.DefnTest do
         total: &send(parent, {:total, Nx.to_number(&1)})
       }
 
+      expected = [
+        {:start, 5},
+        {:step, 1},
+        {:step, 2},
+        {:even_square, 4},
+        {:step, 3},
+        {:step, 4},
+        {:even_square, 16},
+        {:step, 5},
+        {:total, 20}
+      ]
+
       jit = Nx.Defn.jit(&Fns.hooked_loop/1, compiler: Emily.Compiler, hooks: hooks)
       assert Nx.to_number(jit.(Nx.tensor(5))) == 4 + 16
       assert_received {:event, _, %{mode: :program, hooks: 4}}
-
-      assert collect_messages() == [
-               {:start, 5},
-               {:step, 1},
-               {:step, 2},
-               {:even_square, 4},
-               {:step, 3},
-               {:step, 4},
-               {:even_square, 16},
-               {:step, 5},
-               {:total, 20}
-             ]
+      assert collect_messages() == expected
 
       # The Evaluator calls them identically.
       Nx.Defn.jit(&Fns.hooked_loop/1, compiler: Nx.Defn.Evaluator, hooks: hooks).(Nx.tensor(5))
-
-      assert collect_messages() == [
-               {:start, 5},
-               {:step, 1},
-               {:step, 2},
-               {:even_square, 4},
-               {:step, 3},
-               {:step, 4},
-               {:even_square, 16},
-               {:step, 5},
-               {:total, 20}
-             ]
+      assert collect_messages() == expected
 
       # A second call replays the cached program and fires again.
       assert Nx.to_number(jit.(Nx.tensor(2))) == 4
