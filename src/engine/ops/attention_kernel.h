@@ -29,6 +29,15 @@
 #define SDPA_CAT2(a, b) a##_##b
 #define SDPA_CAT(a, b) SDPA_CAT2(a, b)
 #define SN(name) SDPA_CAT(name, SDPA_SFX)
+/* Fully unrolls the loops over a register block's rows and column blocks
+ * so that its accumulators stay in registers. */
+#ifndef SDPA_UNROLL
+#if defined(__clang__)
+#define SDPA_UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define SDPA_UNROLL _Pragma("GCC unroll 16")
+#endif
+#endif
 
 /* dst[r * d_rs + c * d_cs] = LOAD(src[r * rs + c * cs]). */
 EM_CLONES static void SN(sdpa_load)(SDPA_C *restrict dst, int64_t d_rs,
@@ -81,58 +90,74 @@ EM_CLONES static void SN(sdpa_scores)(const SDPA_C *restrict Q, int64_t D,
     }
 }
 
-/* The same scores with K's rows read in place (ldk apart, last axis
- * contiguous) and converted on the fly, a key at a time with horizontal
- * sums: for the few rows of a decoding step a transposed copy of the tile
- * would cost more than the dot products it feeds. */
+/* The sum of a vector's lanes as a halving tree (lane l plus lane l + w
+ * for w = LANES/2, ..., 1): log2(LANES) dependent vector adds where a
+ * running sum would chain LANES scalar ones (which made this the decode
+ * step's hottest loop); the order is fixed by SDPA_LANES, not by the clone
+ * that runs. */
+static inline SDPA_C SN(sdpa_hsum)(SN(sdpa_vec) a) {
+    _Static_assert(SDPA_LANES == 16, "sdpa_hsum halves 16 lanes");
+    a += __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10,
+                                 11, 12, 13, 14, 15);
+    a += __builtin_shufflevector(a, a, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5,
+                                 6, 7);
+    a += __builtin_shufflevector(a, a, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+                                 2, 3);
+    a += __builtin_shufflevector(a, a, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                 1, 1);
+    return a[0];
+}
+
+/* Row r's score against key j, K's rows read in place (ldk apart, last axis
+ * contiguous) and converted on the fly, for `nrows` (1 or 4) rows sharing
+ * each key's loads. */
+#define SDPA_SCORES_IN_PLACE(nrows)                                            \
+    for (int64_t j = 0; j < tk; j++) {                                         \
+        const SDPA_S *k = K + j * ldk;                                         \
+        vec a[nrows] = {{0}};                                                  \
+        for (int64_t d = 0; d < Dl; d += SDPA_LANES) {                         \
+            SDPA_C kc[SDPA_LANES];                                             \
+            SDPA_UNROLL                                                        \
+            for (int l = 0; l < SDPA_LANES; l++)                               \
+                kc[l] = SDPA_LOAD(k[d + l]);                                   \
+            vec kv;                                                            \
+            memcpy(&kv, kc, sizeof kv);                                        \
+            SDPA_UNROLL                                                        \
+            for (int i = 0; i < (nrows); i++) {                                \
+                vec x;                                                         \
+                memcpy(&x, Q + (r + i) * D + d, sizeof x);                     \
+                a[i] += x * kv;                                                \
+            }                                                                  \
+        }                                                                      \
+        SDPA_UNROLL                                                            \
+        for (int i = 0; i < (nrows); i++) {                                    \
+            SDPA_C sum = SN(sdpa_hsum)(a[i]);                                  \
+            for (int64_t d = Dl; d < D; d++)                                   \
+                sum += Q[(r + i) * D + d] * SDPA_LOAD(k[d]);                   \
+            Sc[(r + i) * tkp + j] = sum;                                       \
+        }                                                                      \
+    }
+
+/* The scores of the nr real rows (of the nr4 in the block) with K's rows
+ * read in place, a key at a time: for the few rows of a decoding step a
+ * transposed copy of the tile would cost more than the dot products it
+ * feeds. Rows in fours, then one at a time: a decoding step without
+ * grouped heads has one row, and computing the block's padding rows
+ * quadrupled its work. The padding rows' scores are left to the caller. */
 EM_CLONES static void SN(sdpa_scores_rows)(const SDPA_C *restrict Q, int64_t D,
                                            const SDPA_S *restrict K,
                                            int64_t ldk, int64_t tk,
                                            SDPA_C *restrict Sc, int64_t tkp,
-                                           int64_t nr4) {
+                                           int64_t nr) {
     typedef SN(sdpa_vec) vec;
     const int64_t Dl = D & ~(int64_t)(SDPA_LANES - 1);
-    for (int64_t r = 0; r < nr4; r += 4) {
-        const SDPA_C *q0 = Q + r * D, *q1 = q0 + D, *q2 = q1 + D, *q3 = q2 + D;
-        for (int64_t j = 0; j < tk; j++) {
-            const SDPA_S *k = K + j * ldk;
-            vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-            for (int64_t d = 0; d < Dl; d += SDPA_LANES) {
-                SDPA_C kc[SDPA_LANES];
-                for (int l = 0; l < SDPA_LANES; l++)
-                    kc[l] = SDPA_LOAD(k[d + l]);
-                vec kv, x0, x1, x2, x3;
-                memcpy(&kv, kc, sizeof kv);
-                memcpy(&x0, q0 + d, sizeof x0);
-                memcpy(&x1, q1 + d, sizeof x1);
-                memcpy(&x2, q2 + d, sizeof x2);
-                memcpy(&x3, q3 + d, sizeof x3);
-                a0 += x0 * kv;
-                a1 += x1 * kv;
-                a2 += x2 * kv;
-                a3 += x3 * kv;
-            }
-            SDPA_C s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (int l = 0; l < SDPA_LANES; l++) {
-                s0 += a0[l];
-                s1 += a1[l];
-                s2 += a2[l];
-                s3 += a3[l];
-            }
-            for (int64_t d = Dl; d < D; d++) {
-                const SDPA_C kd = SDPA_LOAD(k[d]);
-                s0 += q0[d] * kd;
-                s1 += q1[d] * kd;
-                s2 += q2[d] * kd;
-                s3 += q3[d] * kd;
-            }
-            Sc[r * tkp + j] = s0;
-            Sc[(r + 1) * tkp + j] = s1;
-            Sc[(r + 2) * tkp + j] = s2;
-            Sc[(r + 3) * tkp + j] = s3;
-        }
-    }
+    int64_t r = 0;
+    for (; r + 4 <= nr; r += 4)
+        SDPA_SCORES_IN_PLACE(4)
+    for (; r < nr; r++)
+        SDPA_SCORES_IN_PLACE(1)
 }
+#undef SDPA_SCORES_IN_PLACE
 
 /* One row's online-softmax step over its tk scores s (masked ones -inf):
  * s becomes the weights exp(s - m'), m and l are updated, acc rescaled.
@@ -179,48 +204,66 @@ EM_CLONES static void SN(sdpa_softmax_row)(SDPA_C *restrict s, int64_t tk,
             acc[e] *= corr;
 }
 
-/* acc[r][e] += sum_{j < tk} P[r][j] * V[j][e] for r < nr4 (a multiple of
- * 4); V rows ldv apart. */
+/* acc[r][e] += sum_{j < tk} P[r][j] * V[j][e] for `nrows` rows from r,
+ * `nblk` blocks of SDPA_LANES output columns at a time (nrows x nblk
+ * independent accumulators, so that the FMAs do not wait on each other);
+ * V rows ldv apart. */
+#define SDPA_ACCUMULATE(nrows, nblk)                                           \
+    for (; eb + (nblk)*SDPA_LANES <= Dv; eb += (nblk)*SDPA_LANES) {            \
+        vec a[nrows][nblk];                                                    \
+        SDPA_UNROLL                                                            \
+        for (int i = 0; i < (nrows); i++)                                      \
+            SDPA_UNROLL                                                        \
+        for (int c = 0; c < (nblk); c++)                                       \
+            memcpy(&a[i][c], acc + (r + i) * Dv + eb + c * SDPA_LANES,         \
+                   sizeof a[i][c]);                                            \
+        for (int64_t j = 0; j < tk; j++)                                       \
+            SDPA_UNROLL                                                        \
+        for (int c = 0; c < (nblk); c++) {                                     \
+            vec vj;                                                            \
+            memcpy(&vj, V + j * ldv + eb + c * SDPA_LANES, sizeof vj);         \
+            SDPA_UNROLL                                                        \
+            for (int i = 0; i < (nrows); i++)                                  \
+                a[i][c] += P[(r + i) * tkp + j] * vj;                          \
+        }                                                                      \
+        SDPA_UNROLL                                                            \
+        for (int i = 0; i < (nrows); i++)                                      \
+            SDPA_UNROLL                                                        \
+        for (int c = 0; c < (nblk); c++)                                       \
+            memcpy(acc + (r + i) * Dv + eb + c * SDPA_LANES, &a[i][c],         \
+                   sizeof a[i][c]);                                            \
+    }
+
+/* The columns past the last whole block, for rows [r, r + nrows). */
+#define SDPA_ACCUMULATE_TAIL(nrows)                                            \
+    for (int64_t j = 0; eb < Dv && j < tk; j++)                                \
+        SDPA_UNROLL                                                            \
+    for (int i = 0; i < (nrows); i++)                                          \
+        for (int64_t e = eb; e < Dv; e++)                                      \
+            acc[(r + i) * Dv + e] += P[(r + i) * tkp + j] * V[j * ldv + e];
+
+/* The nr real rows (padding rows have no weight): in fours, sharing each
+ * V row's loads, then one at a time over four column blocks. */
 EM_CLONES static void SN(sdpa_accumulate)(const SDPA_C *restrict P, int64_t tkp,
                                           int64_t tk, const SDPA_C *restrict V,
                                           int64_t ldv, int64_t Dv,
-                                          SDPA_C *restrict acc, int64_t nr4) {
+                                          SDPA_C *restrict acc, int64_t nr) {
     typedef SN(sdpa_vec) vec;
-    for (int64_t r = 0; r < nr4; r += 4) {
-        const SDPA_C *p0 = P + r * tkp, *p1 = p0 + tkp, *p2 = p1 + tkp,
-                     *p3 = p2 + tkp;
-        SDPA_C *c0 = acc + r * Dv, *c1 = c0 + Dv, *c2 = c1 + Dv, *c3 = c2 + Dv;
+    int64_t r = 0;
+    for (; r + 4 <= nr; r += 4) {
         int64_t eb = 0;
-        for (; eb + SDPA_LANES <= Dv; eb += SDPA_LANES) {
-            vec a0, a1, a2, a3;
-            memcpy(&a0, c0 + eb, sizeof a0);
-            memcpy(&a1, c1 + eb, sizeof a1);
-            memcpy(&a2, c2 + eb, sizeof a2);
-            memcpy(&a3, c3 + eb, sizeof a3);
-            for (int64_t j = 0; j < tk; j++) {
-                vec vj;
-                memcpy(&vj, V + j * ldv + eb, sizeof vj);
-                a0 += p0[j] * vj;
-                a1 += p1[j] * vj;
-                a2 += p2[j] * vj;
-                a3 += p3[j] * vj;
-            }
-            memcpy(c0 + eb, &a0, sizeof a0);
-            memcpy(c1 + eb, &a1, sizeof a1);
-            memcpy(c2 + eb, &a2, sizeof a2);
-            memcpy(c3 + eb, &a3, sizeof a3);
-        }
-        for (int64_t j = 0; eb < Dv && j < tk; j++) {
-            const SDPA_C *vj = V + j * ldv;
-            for (int64_t e = eb; e < Dv; e++) {
-                c0[e] += p0[j] * vj[e];
-                c1[e] += p1[j] * vj[e];
-                c2[e] += p2[j] * vj[e];
-                c3[e] += p3[j] * vj[e];
-            }
-        }
+        SDPA_ACCUMULATE(4, 1)
+        SDPA_ACCUMULATE_TAIL(4)
+    }
+    for (; r < nr; r++) {
+        int64_t eb = 0;
+        SDPA_ACCUMULATE(1, 4)
+        SDPA_ACCUMULATE(1, 1)
+        SDPA_ACCUMULATE_TAIL(1)
     }
 }
+#undef SDPA_ACCUMULATE
+#undef SDPA_ACCUMULATE_TAIL
 
 /* Rows [r0, r0 + nr) of (b, kvh) over keys [j_begin, j_end): the rows'
  * m, l and acc (nr rounded up to 4 rows, set up by the caller) are
@@ -263,7 +306,7 @@ static void SN(sdpa_attend)(const sdpa_job *jb, sdpa_scratch *sc, int64_t b,
         /* 2. scores */
         if (k_rows)
             SN(sdpa_scores_rows)
-        (Q, D, kb + j0 * jb->ks[2], jb->ks[2], tk, Sc, tkp, nr4);
+        (Q, D, kb + j0 * jb->ks[2], jb->ks[2], tk, Sc, tkp, nr);
         else SN(sdpa_scores)(Q, D, KT, tkp, Sc, nr4);
         /* 3. mask, causal limit, online softmax */
         for (int64_t r = 0; r < nr4; r++) {
@@ -300,7 +343,7 @@ static void SN(sdpa_attend)(const sdpa_job *jb, sdpa_scratch *sc, int64_t b,
             (s, tk, tkp, &m[r], &l[r], acc + r * Dv, Dv);
         }
         /* 4. weights x V */
-        SN(sdpa_accumulate)(Sc, tkp, tk, V, ldv, Dv, acc, nr4);
+        SN(sdpa_accumulate)(Sc, tkp, tk, V, ldv, Dv, acc, nr);
     }
 }
 
