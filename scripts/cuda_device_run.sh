@@ -88,6 +88,12 @@ if [ -n "${EXSTAGE:-}" ]; then
   fi
   demos=("axon_digits.exs 10 --gpu" "mlp_digits.exs 12 --gpu" "serving.exs --gpu")
   [ "${DEMOS:-1}" = 1 ] || demos=()
+  if [ "${DEMOS:-1}" = 1 ]; then
+    # The digits MLP's training step on the CPU, the GPU and as a CUDA graph.
+    echo "== bench/digits_train_bench.exs --gpu"
+    ex -e 'Application.ensure_all_started(:emily); Code.eval_file("bench/digits_train_bench.exs")' \
+      --gpu 2>&1 | grep -E "^\||^digits|\*\*"
+  fi
   for demo in "${demos[@]}"; do
     echo "== examples/$demo"
     set -- $demo
