@@ -8,12 +8,14 @@
 # Median of --runs after a warm-up (the warm-up compiles). The PyTorch
 # counterpart is bench/qwen3_torch.py (same shapes and flags).
 #
-#   mix run bench/qwen3_bench.exs [--gpu] [--tokens N] [--prompt N] [--layers N] [--runs N] [--stock]
+#   mix run bench/qwen3_bench.exs [--gpu] [--tokens N] [--prompt N] [--layers N] [--runs N] [--stock] [--cuda-graph]
 #
 # --tokens: new tokens decoded (default 64); --prompt: prompt tokens
 # (default 128); --layers: transformer blocks (default 28; --layers 2 for a
 # CPU smoke run); --stock: Bumblebee's graph as is (default: RMS norms on
-# Emily.Fast kernels, Emily.Bumblebee.FastKernels).
+# Emily.Fast kernels, Emily.Bumblebee.FastKernels); --cuda-graph: the
+# decode loop's body replayed as one CUDA graph per token (Emily.Compiler's
+# `cuda_graph: true`).
 
 {flags, _, _} =
   OptionParser.parse(System.argv(),
@@ -23,7 +25,8 @@
       prompt: :integer,
       layers: :integer,
       runs: :integer,
-      stock: :boolean
+      stock: :boolean,
+      cuda_graph: :boolean
     ]
   )
 
@@ -148,7 +151,7 @@ time = fn generated ->
     )
 
   generate = Bumblebee.Text.Generation.build_generate(model, spec, config)
-  jitted = Nx.Defn.jit(generate, compiler: Emily.Compiler)
+  jitted = Nx.Defn.jit(generate, compiler: Emily.Compiler, cuda_graph: !!flags[:cuda_graph])
   # The ids are read back: that waits for the lazy result.
   run = fn -> jitted.(params, inputs).token_ids |> Nx.to_flat_list() end
   run.()
@@ -176,7 +179,7 @@ row = fn label, ms, tps, d ->
 end
 
 IO.puts("""
-Emily (#{device}, #{graph}): Qwen3-0.6B-shaped, #{layers} layers, random bf16, batch 1
+Emily (#{device}, #{graph}#{if flags[:cuda_graph], do: ", CUDA graph per token"}): Qwen3-0.6B-shaped, #{layers} layers, random bf16, batch 1
   #{row.("prompt #{prompt_length} tokens + first token", prefill_ms, prompt_length / (prefill_ms / 1000), 0)}
   #{row.("decode #{new_tokens} tokens", total_ms - prefill_ms, decode_tps, 1)}\
 """)

@@ -78,7 +78,7 @@ if [ -n "${EXSTAGE:-}" ]; then
       -r test/test_helper.exs -r test/emily/bumblebee/qwen3_test.exs > "$OUT/exunit_qwen3.log" 2>&1
     echo "exit $?"
     grep -E "^\s+[0-9]+\) test|\*\* \(|tests?, " "$OUT/exunit_qwen3.log" | head -20
-    for args in "--gpu" "--gpu --stock"; do
+    for args in "--gpu" "--gpu --cuda-graph" "--gpu --stock"; do
       echo "== bench/qwen3_bench.exs $args"
       ex -e 'Application.ensure_all_started(:emily); Application.ensure_all_started(:bumblebee); Code.eval_file("bench/qwen3_bench.exs")' \
         $args 2>&1 | tail -8

@@ -31,9 +31,12 @@ defmodule Emily.Compiler do
       CUDA graph: the first call runs it the ordinary way and records its
       kernels once into a graph on buffers the program owns; later calls
       copy the arguments in, launch the graph once and copy the results
-      out (a step bound by kernel launches gets much faster). A program
-      that cannot be captured (a `while` loop, an op that reads a value on
-      the host, a node on the CPU) runs the ordinary way; the reason is in
+      out (a step bound by kernel launches gets much faster). A `while`
+      loop's condition and body are programs of their own, each replayed
+      as a CUDA graph per iteration (the loop itself reads its condition
+      on the host, so it cannot be one graph). A program that cannot be
+      captured (an op that reads a value on the host, a node on the CPU,
+      a loop) runs the ordinary way; the reason is in
       `Emily.Native.program_stats/1` (`cuda_graph: :fallback`,
       `cuda_graph_reason`). Results are those of the ordinary replay. No
       effect on the CPU.
@@ -236,9 +239,6 @@ defmodule Emily.Compiler do
   defp program_options(fuse, true), do: %{fuse: fuse, cuda_graph: true}
   defp program_options(fuse, _cuda_graph), do: fuse
 
-  defp fuse?(%{fuse: fuse}), do: fuse
-  defp fuse?(fuse), do: fuse
-
   # Nx's key is the function: a closure over a large term (an expression
   # graph, as Nx.Defn.Graph's stages hold) is not cached, because ETS
   # copies keys without their sharing, and a graph with shared nodes
@@ -323,7 +323,6 @@ defmodule Emily.Compiler do
   # ---- compile ---------------------------------------------------------------
 
   defp compile(vars, fun, {options, device, overrides}) do
-    fuse = fuse?(options)
     start = System.monotonic_time()
     backend_opts = [device: device]
     device_index = Lower.device_index(backend_opts)
@@ -367,7 +366,7 @@ defmodule Emily.Compiler do
     entry =
       try do
         {result, hooks, used, taps, schedule} =
-          Lower.lower(expr, List.to_tuple(traced), backend_opts, fuse, overrides, channel)
+          Lower.lower(expr, List.to_tuple(traced), backend_opts, options, overrides, channel)
 
         {hook_refs, hook_specs} = Lower.hook_outputs(hooks)
         user_refs = result |> List.wrap() |> Composite.flatten_list() |> Enum.map(& &1.data.ref)

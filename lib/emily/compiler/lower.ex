@@ -64,8 +64,11 @@ defmodule Emily.Compiler.Lower do
   @doc """
   Walks `expr` (a container of Expr tensors) with `params` (a tuple of
   Emily.Backend tensors, by parameter index). `backend_opts` are the
-  Emily.Backend options creation ops use; `fuse` is passed to the
-  programs made for while loops; `overrides`: the names of the jit's hook
+  Emily.Backend options creation ops use; `program_options` (what
+  `Emily.Native.program_new/4` takes: the fuse flag, or a map that also asks
+  for CUDA graphs) are those of the programs made for while loops, so
+  that a loop's condition and body replay as CUDA graphs when the
+  jit's program would; `overrides`: the names of the jit's hook
   overrides; `channel`: the placeholder (an s64 scalar) standing for the
   run's hook channel id. Returns `{outputs, hooks, used, taps, schedule}`
   (`used`: the indices of the parameters read, ascending; `taps`: site =>
@@ -74,13 +77,13 @@ defmodule Emily.Compiler.Lower do
   loops with hooks at the top level (`{:loop, ref}`, ref one of the
   loop's outputs) are met, the order the Evaluator would call them in).
   """
-  def lower(expr, params, backend_opts, fuse, overrides, channel) do
+  def lower(expr, params, backend_opts, program_options, overrides, channel) do
     ctx = %{
       params: params,
       top: true,
       guard: nil,
       opts: backend_opts,
-      fuse: fuse,
+      program_options: program_options,
       overrides: overrides,
       channel: channel
     }
@@ -426,7 +429,7 @@ defmodule Emily.Compiler.Lower do
     sub = %{ctx | guard: nil, top: false}
 
     {cond_program, _} =
-      sub_program(state, device, ctx.fuse, fn params ->
+      sub_program(state, device, ctx.program_options, fn params ->
         {pred, cond_acc} = eval(pred, %{sub | params: params}, new_acc())
 
         if cond_acc.hooks != %{} or cond_acc.taps != %{},
@@ -436,7 +439,7 @@ defmodule Emily.Compiler.Lower do
       end)
 
     {body_program, {tap_specs, inner_taps, tap_count}} =
-      sub_program(state, device, ctx.fuse, fn params ->
+      sub_program(state, device, ctx.program_options, fn params ->
         {next, body_acc} = composite_eval(block, %{sub | params: params}, new_acc())
         next_refs = next |> List.wrap() |> Composite.flatten_list() |> Enum.map(& &1.data.ref)
         {tap_refs, specs} = body_acc |> sorted_hooks() |> hook_outputs()
@@ -478,7 +481,7 @@ defmodule Emily.Compiler.Lower do
     {result, acc}
   end
 
-  defp sub_program(state, device, fuse, fun) do
+  defp sub_program(state, device, program_options, fun) do
     placeholders =
       Enum.map(state, fn %T{type: type, shape: shape} ->
         Emily.Native.placeholder(
@@ -494,7 +497,7 @@ defmodule Emily.Compiler.Lower do
     # The loop's parameters are numbered from 0 in the order of the state's
     # leaves (Nx builds them so; the Evaluator relies on it too).
     {outputs, extra} = fun.(List.to_tuple(params))
-    {Emily.Native.program_new(placeholders, outputs, fuse, true), extra}
+    {Emily.Native.program_new(placeholders, outputs, program_options, true), extra}
   end
 
   @doc "The engine device number of Emily.Backend options."

@@ -12,13 +12,21 @@ defmodule Emily.CudaGraphTest.Fns do
       {x * 1.5 + i, i + 1}
     end
   end
+
+  defn hooked_loop(x) do
+    while {x, i = 0}, i < 4 do
+      # The hook's value joins the state so that it is not dead code.
+      {x * 1.5 + i + hook(Nx.sum(x), :step) * 0.0, i + 1}
+    end
+  end
 end
 
 defmodule Emily.CudaGraphTest do
   # Emily.Compiler's `cuda_graph: true`: on the CPU it changes nothing; on a
   # GPU (skipped without one, with the reason printed) each call after the
-  # first replays one CUDA graph, with the same results as without it, and
-  # a program that cannot be captured (a while loop) still runs.
+  # first replays one CUDA graph, with the same results as without it; a
+  # while loop's condition and body are replayed as graphs per iteration,
+  # hooks inside it still fire once per iteration.
   use ExUnit.Case, async: false
 
   alias Emily.CudaGraphTest.Fns
@@ -67,7 +75,7 @@ defmodule Emily.CudaGraphTest do
       for {t, bytes} <- outputs, do: assert(Nx.to_binary(t) == bytes)
     end
 
-    test "a while loop falls back to the ordinary replay" do
+    test "a while loop replays as graphs per iteration, as the ordinary replay" do
       x = Nx.backend_copy(rand({33}, 4), @gpu)
       {want, _} = jit(&Fns.loop/1, device: :gpu).(x)
       graph = jit(&Fns.loop/1, device: :gpu, cuda_graph: true)
@@ -76,6 +84,30 @@ defmodule Emily.CudaGraphTest do
         {got, _} = graph.(x)
         assert Nx.to_binary(got) == Nx.to_binary(want)
       end
+    end
+
+    test "hooks inside a loop replayed as graphs fire once per iteration" do
+      hooked_loop_fires_per_iteration(:gpu)
+    end
+  end
+
+  test "on the CPU hooks inside a loop fire with the option as without it" do
+    hooked_loop_fires_per_iteration(:cpu)
+  end
+
+  defp hooked_loop_fires_per_iteration(device) do
+    parent = self()
+    x = Nx.backend_copy(rand({33}, 5), {Emily.Backend, device: device})
+    hooks = %{step: &send(parent, {:step, Nx.to_number(&1)})}
+    {want, _} = jit(&Fns.hooked_loop/1, device: device, hooks: hooks).(x)
+    plain_sums = for _ <- 1..4, do: assert_receive({:step, _})
+    graph = jit(&Fns.hooked_loop/1, device: device, cuda_graph: true, hooks: hooks)
+
+    for _ <- 1..2 do
+      {got, _} = graph.(x)
+      assert Nx.to_binary(got) == Nx.to_binary(want)
+      assert for(_ <- 1..4, do: assert_receive({:step, _})) == plain_sums
+      refute_received {:step, _}
     end
   end
 end
