@@ -93,10 +93,16 @@ defmodule Emily.Backend.Transfer do
     dims = Util.dims(shape)
 
     slice = fn from, len ->
-      Native.slice(ref, [from | List.duplicate(0, rank - 1)], [from + len | tl(dims)], List.duplicate(1, rank))
+      Native.slice(
+        ref,
+        [from | List.duplicate(0, rank - 1)],
+        [from + len | tl(dims)],
+        List.duplicate(1, rank)
+      )
     end
 
-    last = if leftover != 0 and opts[:leftover] == :repeat, do: full_batches, else: full_batches - 1
+    last =
+      if leftover != 0 and opts[:leftover] == :repeat, do: full_batches, else: full_batches - 1
 
     Stream.map(0..last//1, fn
       ^full_batches ->
@@ -115,9 +121,15 @@ defmodule Emily.Backend.Transfer do
   """
   def to_pointer(%T{} = t, opts) do
     case Keyword.get(opts, :mode, :local) do
-      :local -> :ok
-      :ipc -> raise ArgumentError, "Emily.Backend.to_pointer: mode :ipc is not supported (use :local)"
-      other -> raise ArgumentError, "Emily.Backend.to_pointer: :mode must be :local or :ipc, got: #{inspect(other)}"
+      :local ->
+        :ok
+
+      :ipc ->
+        raise ArgumentError, "Emily.Backend.to_pointer: mode :ipc is not supported (use :local)"
+
+      other ->
+        raise ArgumentError,
+              "Emily.Backend.to_pointer: :mode must be :local or :ipc, got: #{inspect(other)}"
     end
 
     ref = live_ref!(t, :to_pointer)
@@ -152,7 +164,8 @@ defmodule Emily.Backend.Transfer do
           raise ArgumentError, "Emily.Backend.from_pointer: :ipc pointers are not supported"
 
         other ->
-          raise ArgumentError, "Emily.Backend.from_pointer: expected an Nx.Pointer, got: #{inspect(other)}"
+          raise ArgumentError,
+                "Emily.Backend.from_pointer: expected an Nx.Pointer, got: #{inspect(other)}"
       end
 
     names = opts[:names] || List.duplicate(nil, tuple_size(shape))
@@ -165,9 +178,22 @@ defmodule Emily.Backend.Transfer do
 
   defp on_stream(_t, fun), do: fun.()
 
+  # An engine array lives in the memory of the node that made it; its
+  # reference reaches another node as a plain reference (the NIF would only
+  # say "not an Emily array reference"), so a read names the cause.
+  defp live_ref!(%T{data: %Emily.Backend{ref: ref}}, op)
+       when is_reference(ref) and node(ref) != node() do
+    raise ArgumentError,
+          "Emily.Backend.#{op}: this tensor's engine array lives on node #{Kernel.inspect(node(ref))} " <>
+            "and cannot be read on #{Kernel.inspect(node())}: an Emily.Backend tensor does not " <>
+            "cross BEAM nodes; copy it to Nx.BinaryBackend before sending it " <>
+            "(Nx.backend_copy/2, or Emily.Serving.portable/1 and Emily.Serving.distributed/1 for a serving)"
+  end
+
   defp live_ref!(%T{data: %Emily.Backend{ref: ref}}, _op) when is_reference(ref), do: ref
 
   defp live_ref!(t, op) do
-    raise ArgumentError, "Emily.Backend.#{op}: expected an Emily.Backend tensor, got: #{Kernel.inspect(t)}"
+    raise ArgumentError,
+          "Emily.Backend.#{op}: expected an Emily.Backend tensor, got: #{Kernel.inspect(t)}"
   end
 end
