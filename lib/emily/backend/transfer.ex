@@ -93,16 +93,10 @@ defmodule Emily.Backend.Transfer do
     dims = Util.dims(shape)
 
     slice = fn from, len ->
-      Native.slice(
-        ref,
-        [from | List.duplicate(0, rank - 1)],
-        [from + len | tl(dims)],
-        List.duplicate(1, rank)
-      )
+      Native.slice(ref, [from | List.duplicate(0, rank - 1)], [from + len | tl(dims)], List.duplicate(1, rank))
     end
 
-    last =
-      if leftover != 0 and opts[:leftover] == :repeat, do: full_batches, else: full_batches - 1
+    last = if leftover != 0 and opts[:leftover] == :repeat, do: full_batches, else: full_batches - 1
 
     Stream.map(0..last//1, fn
       ^full_batches ->
@@ -121,15 +115,9 @@ defmodule Emily.Backend.Transfer do
   """
   def to_pointer(%T{} = t, opts) do
     case Keyword.get(opts, :mode, :local) do
-      :local ->
-        :ok
-
-      :ipc ->
-        raise ArgumentError, "Emily.Backend.to_pointer: mode :ipc is not supported (use :local)"
-
-      other ->
-        raise ArgumentError,
-              "Emily.Backend.to_pointer: :mode must be :local or :ipc, got: #{inspect(other)}"
+      :local -> :ok
+      :ipc -> raise ArgumentError, "Emily.Backend.to_pointer: mode :ipc is not supported (use :local)"
+      other -> raise ArgumentError, "Emily.Backend.to_pointer: :mode must be :local or :ipc, got: #{inspect(other)}"
     end
 
     ref = live_ref!(t, :to_pointer)
@@ -164,8 +152,7 @@ defmodule Emily.Backend.Transfer do
           raise ArgumentError, "Emily.Backend.from_pointer: :ipc pointers are not supported"
 
         other ->
-          raise ArgumentError,
-                "Emily.Backend.from_pointer: expected an Nx.Pointer, got: #{inspect(other)}"
+          raise ArgumentError, "Emily.Backend.from_pointer: expected an Nx.Pointer, got: #{inspect(other)}"
       end
 
     names = opts[:names] || List.duplicate(nil, tuple_size(shape))
@@ -184,16 +171,16 @@ defmodule Emily.Backend.Transfer do
   defp live_ref!(%T{data: %Emily.Backend{ref: ref}}, op)
        when is_reference(ref) and node(ref) != node() do
     raise ArgumentError,
-          "Emily.Backend.#{op}: this tensor's engine array lives on node #{Kernel.inspect(node(ref))} " <>
-            "and cannot be read on #{Kernel.inspect(node())}: an Emily.Backend tensor does not " <>
-            "cross BEAM nodes; copy it to Nx.BinaryBackend before sending it " <>
-            "(Nx.backend_copy/2, or Emily.Serving.portable/1 and Emily.Serving.distributed/1 for a serving)"
+          "Emily.Backend.#{op}: this tensor's engine array lives on node " <>
+            "#{Kernel.inspect(node(ref))} and cannot be read on #{Kernel.inspect(node())}: " <>
+            "an Emily.Backend tensor does not cross BEAM nodes; copy it to Nx.BinaryBackend " <>
+            "before sending it (Nx.backend_copy/2, or Emily.Serving.portable/1 and " <>
+            "Emily.Serving.distributed/1 for a serving)"
   end
 
   defp live_ref!(%T{data: %Emily.Backend{ref: ref}}, _op) when is_reference(ref), do: ref
 
   defp live_ref!(t, op) do
-    raise ArgumentError,
-          "Emily.Backend.#{op}: expected an Emily.Backend tensor, got: #{Kernel.inspect(t)}"
+    raise ArgumentError, "Emily.Backend.#{op}: expected an Emily.Backend tensor, got: #{Kernel.inspect(t)}"
   end
 end
