@@ -117,24 +117,33 @@ defmodule Emily.ServingModels do
 
   ## Servings
 
-  def embedding_serving do
+  @doc """
+  The embedding serving. Options (the bench makes the model larger; the
+  test uses the defaults): :hidden_size (32), :num_blocks (2),
+  :num_attention_heads (2), :batch_size (#{@embedding_batch}),
+  :sequence_length (#{@sequence_length}).
+  """
+  def embedding_serving(opts \\ []) do
+    hidden = Keyword.get(opts, :hidden_size, 32)
+    sequence_length = Keyword.get(opts, :sequence_length, @sequence_length)
+
     spec =
       Bumblebee.configure(Bumblebee.Text.Bert,
         architecture: :base,
         vocab_size: @vocab_size,
-        max_positions: 64,
-        hidden_size: 32,
-        num_blocks: 2,
-        num_attention_heads: 2,
-        intermediate_size: 64
+        max_positions: max(64, sequence_length),
+        hidden_size: hidden,
+        num_blocks: Keyword.get(opts, :num_blocks, 2),
+        num_attention_heads: Keyword.get(opts, :num_attention_heads, 2),
+        intermediate_size: 2 * hidden
       )
 
     model = Bumblebee.build_model(spec)
     {init, _predict} = Axon.build(model, seed: 17)
 
     template = %{
-      "input_ids" => Nx.template({1, @sequence_length}, :u32),
-      "attention_mask" => Nx.template({1, @sequence_length}, :u32)
+      "input_ids" => Nx.template({1, sequence_length}, :u32),
+      "attention_mask" => Nx.template({1, sequence_length}, :u32)
     }
 
     params =
@@ -144,7 +153,7 @@ defmodule Emily.ServingModels do
       output_attribute: :hidden_state,
       output_pool: :mean_pooling,
       embedding_processor: :l2_norm,
-      compile: [batch_size: @embedding_batch, sequence_length: @sequence_length],
+      compile: [batch_size: batch_size(:embedding, opts), sequence_length: sequence_length],
       defn_options: [compiler: Emily.Compiler]
     )
   end
@@ -167,28 +176,32 @@ defmodule Emily.ServingModels do
 
   def jit_serving, do: Nx.Serving.jit(&affine/1, compiler: Emily.Compiler)
 
-  def serving(:embedding), do: embedding_serving()
-  def serving(:generation), do: generation_serving()
-  def serving(:jit), do: Emily.Serving.distributed(jit_serving())
-  def serving(:jit_raw), do: jit_serving()
+  def serving(:embedding, opts), do: embedding_serving(opts)
+  def serving(:generation, _opts), do: generation_serving()
+  def serving(:jit, _opts), do: Emily.Serving.distributed(jit_serving())
+  def serving(:jit_raw, _opts), do: jit_serving()
 
-  def batch_size(:embedding), do: @embedding_batch
-  def batch_size(:generation), do: @generation_batch
-  def batch_size(_), do: 4
+  def batch_size(kind, opts \\ [])
+  def batch_size(:embedding, opts), do: Keyword.get(opts, :batch_size, @embedding_batch)
+  def batch_size(:generation, _opts), do: @generation_batch
+  def batch_size(_, _opts), do: 4
 
   @doc """
   Starts the named servings (keys of names/0) on this node under a
   supervisor that outlives the caller (an :erpc call's process). Options:
-  :batch_timeout (ms, default 20) and :distribution_weight (default 1).
+  :batch_timeout (ms, default 20), :distribution_weight (default 1) and
+  :model (options of the embedding serving).
   """
   def start_servings(kinds, opts \\ []) do
+    model = Keyword.get(opts, :model, [])
+
     children =
       for kind <- kinds do
         Supervisor.child_spec(
           {Nx.Serving,
-           serving: serving(kind),
+           serving: serving(kind, model),
            name: names()[kind],
-           batch_size: batch_size(kind),
+           batch_size: batch_size(kind, model),
            batch_timeout: Keyword.get(opts, :batch_timeout, 20),
            distribution_weight: Keyword.get(opts, :distribution_weight, 1)},
           id: kind
