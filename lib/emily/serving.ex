@@ -41,6 +41,11 @@ defmodule Emily.Serving do
   safely run twice (inference).
   """
 
+  # The caller sees the connection lost at the same moment as the process
+  # group does, and the group may still list the dead node's members for a
+  # moment after: a retry at once could pick one of them again.
+  @retry_pause 100
+
   @doc """
   `term` with every `Emily.Backend` tensor in it copied to
   `Nx.BinaryBackend` (evaluated first if lazy), so that it can be sent to
@@ -138,9 +143,9 @@ defmodule Emily.Serving do
 
     * `:preprocessing` - a `distributed_preprocessing` function to run
       before `portable/1` (default: none);
-    * `:retries` - how many times to run the request again when the node
-      that ran it went down before replying (`:noconnection`); default `0`,
-      Nx.Serving's behaviour.
+    * `:retries` - how many times to run the request again, after a pause
+      of #{@retry_pause} ms, when the node that ran it went down before
+      replying (`:noconnection`); default `0`, Nx.Serving's behaviour.
   """
   @spec batched_run(atom() | {:local, atom()} | {:distributed, atom()}, term(), keyword()) ::
           term()
@@ -154,6 +159,7 @@ defmodule Emily.Serving do
     Nx.Serving.batched_run(name, input, preprocessing)
   catch
     :exit, {:noconnection, {Nx.Serving, _, _}} when retries > 0 ->
+      Process.sleep(@retry_pause)
       run(name, input, preprocessing, retries - 1)
   end
 end
