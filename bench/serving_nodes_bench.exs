@@ -57,7 +57,7 @@ texts =
   end
 
 name = ServingModels.names().embedding
-:started = ServingCluster.ensure_distributed!("emily_bench")
+ServingCluster.ensure_distributed!("emily_bench")
 
 IO.puts("# date: #{DateTime.utc_now() |> DateTime.truncate(:second)}")
 

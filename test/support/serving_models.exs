@@ -9,7 +9,8 @@ defmodule Emily.ServingModels do
   #     (2 blocks, hidden size 32) with parameters drawn from a fixed seed,
   #     mean pooling and L2 norm;
   #   * generation: Bumblebee's text generation serving on the tiny random
-  #     Qwen3 of test/fixtures/qwen3_tiny, greedy, 8 new tokens;
+  #     Qwen3 of test/fixtures/qwen3_tiny, greedy, 8 new tokens; and the same
+  #     streaming its text (:generation_stream);
   #   * jit: Nx.Serving.jit of a defn on Emily.Compiler (its results are
   #     Emily.Backend tensors), with Emily.Serving.distributed/1 (:jit) and
   #     without it (:jit_raw, what a caller on another node must not read).
@@ -35,6 +36,7 @@ defmodule Emily.ServingModels do
     %{
       embedding: :emily_dist_embedding,
       generation: :emily_dist_generation,
+      generation_stream: :emily_dist_generation_stream,
       jit: :emily_dist_jit,
       jit_raw: :emily_dist_jit_raw
     }
@@ -158,7 +160,7 @@ defmodule Emily.ServingModels do
     )
   end
 
-  def generation_serving do
+  def generation_serving(opts \\ []) do
     {:ok, model_info} =
       Bumblebee.load_model({:local, Path.join(@fixtures, "qwen3_tiny")}, backend: Emily.Backend)
 
@@ -170,7 +172,8 @@ defmodule Emily.ServingModels do
 
     Bumblebee.Text.generation(model_info, tokenizer(), config,
       compile: [batch_size: @generation_batch, sequence_length: @sequence_length],
-      defn_options: [compiler: Emily.Compiler]
+      defn_options: [compiler: Emily.Compiler],
+      stream: Keyword.get(opts, :stream, false)
     )
   end
 
@@ -178,12 +181,16 @@ defmodule Emily.ServingModels do
 
   def serving(:embedding, opts), do: embedding_serving(opts)
   def serving(:generation, _opts), do: generation_serving()
+  def serving(:generation_stream, _opts), do: generation_serving(stream: true)
   def serving(:jit, _opts), do: Emily.Serving.distributed(jit_serving())
   def serving(:jit_raw, _opts), do: jit_serving()
 
   def batch_size(kind, opts \\ [])
   def batch_size(:embedding, opts), do: Keyword.get(opts, :batch_size, @embedding_batch)
-  def batch_size(:generation, _opts), do: @generation_batch
+
+  def batch_size(generation, _opts) when generation in [:generation, :generation_stream],
+    do: @generation_batch
+
   def batch_size(_, _opts), do: 4
 
   @doc """
