@@ -3,8 +3,8 @@ Code.require_file("../../support/serving_cluster.exs", __DIR__)
 defmodule Emily.Serving.DistributedTest do
   # Nx.Serving's own distribution (Erlang distribution, :pg) with servings
   # on Emily.Compiler: two peer BEAM nodes on 127.0.0.1 each run the
-  # embedding, generation and jit servings of Emily.ServingModels under the
-  # same names; this node runs none and sends every request with
+  # embedding, generation (plain and streaming) and jit servings of
+  # Emily.ServingModels under the same names; this node runs none and sends every request with
   # {:distributed, name}. Expected values are the same servings run inline
   # on this node (Nx.Serving.run/2). A third peer is started for the
   # node-down test and killed there. At most 3 peers; every wait is bounded
@@ -173,7 +173,9 @@ defmodule Emily.Serving.DistributedTest do
     # A third peer with the embedding and generation servings, weighted so
     # that most requests go to it, and suspended, so that those requests
     # are still in flight there when it is killed.
-    {_pid, doomed} = ServingCluster.start_peer!()
+    {pid, doomed} = ServingCluster.start_peer!()
+    # Killed below; stopped here should the test fail before that.
+    on_exit(fn -> ServingCluster.stop_peer(pid) end)
     ServingCluster.start_servings!(doomed, [:embedding, :generation], distribution_weight: 20)
     all = [doomed | ctx.nodes]
     for kind <- [:embedding, :generation], do: ServingCluster.await_members!(name(kind), all)
@@ -225,9 +227,10 @@ defmodule Emily.Serving.DistributedTest do
         check_outcome(request, outcome, ctx)
       end
 
-    # Requests in flight on the doomed node: the ones without retries failed
-    # (all of them were not answered before the kill; the weights make it
-    # all but certain that some went there), the retried ones all completed.
+    # The requests queued on the doomed node had no answer before the kill:
+    # those without retries exited with :noconnection (the weights make it
+    # all but certain that some of them went there), and the retried ones
+    # completed on the other nodes.
     failed = Enum.count(outcomes, &(&1 == :noconnection))
     assert failed > 0 and failed <= queued
     assert Enum.all?(Enum.zip(requests, outcomes), fn {r, o} -> r.retries == 0 or o == :ok end)
