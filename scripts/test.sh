@@ -25,9 +25,11 @@
 #  10. ExUnit: the Elixir API, the NIF's error paths, telemetry, debug flags,
 #      Emily.Fast, quantization, weight files, the real models through
 #      Bumblebee (all-MiniLM-L6-v2 against sentence-transformers, SmolLM2
-#      against llama.cpp; installed by scripts/setup.sh), the bounded soak
-#      tests and the hostile-input suite (last, so that its summary line
-#      ends the output)
+#      against llama.cpp; installed by scripts/setup.sh), Nx.Serving across
+#      BEAM nodes (test/emily/serving: peer nodes on 127.0.0.1, about 10 s;
+#      the test starts epmd and makes this node distributed itself), the
+#      bounded soak tests and the hostile-input suite (last, so that its
+#      summary line ends the output)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MIX_ENV=test

@@ -165,6 +165,19 @@ defmodule Emily.Backend.Transfer do
 
   defp on_stream(_t, fun), do: fun.()
 
+  # An engine array lives in the memory of the node that made it; its
+  # reference reaches another node as a plain reference (the NIF would only
+  # say "not an Emily array reference"), so a read names the cause.
+  defp live_ref!(%T{data: %Emily.Backend{ref: ref}}, op)
+       when is_reference(ref) and node(ref) != node() do
+    raise ArgumentError,
+          "Emily.Backend.#{op}: this tensor's engine array lives on node " <>
+            "#{Kernel.inspect(node(ref))} and cannot be read on #{Kernel.inspect(node())}: " <>
+            "an Emily.Backend tensor does not cross BEAM nodes; copy it to Nx.BinaryBackend " <>
+            "before sending it (Nx.backend_copy/2, or Emily.Serving.portable/1 and " <>
+            "Emily.Serving.distributed/1 for a serving)"
+  end
+
   defp live_ref!(%T{data: %Emily.Backend{ref: ref}}, _op) when is_reference(ref), do: ref
 
   defp live_ref!(t, op) do
