@@ -180,9 +180,9 @@ static em_status agree(em_comm *comm, const char *op, const wire_header *mine) {
             all[i].seq != all[0].seq) {
             /* The ranks are not running the same collectives in the same
              * order: what follows cannot be trusted. */
-            comm->broken = true;
             snprintf(comm->broken_reason, sizeof comm->broken_reason,
                      "ranks ran different collectives");
+            atomic_store(&comm->broken, true);
             st = em__fail(EM_ERR_RUNTIME,
                           "distributed %s: rank 0 runs %s (collective #%llu) "
                           "but rank %d runs %s (collective #%llu): every rank "
@@ -566,14 +566,12 @@ static const em_prim barrier_prim = {"barrier", barrier_eval, NULL};
 /* ---- builders ------------------------------------------------------------- */
 
 /* Validation shared by the builders: the communicator is connected and
- * open now (it may still close before evaluation: checked again then). */
+ * open now (it may still close before evaluation: checked again then).
+ * Lock-free: a collective being evaluated holds the lock. */
 static em_status check_comm(const char *op, em_comm *comm) {
     if (!comm)
         return em__fail(EM_ERR_ARGUMENT, "%s: NULL communicator", op);
-    pthread_mutex_lock(&comm->lock);
-    em_status st = em__comm_check_usable(comm, op);
-    pthread_mutex_unlock(&comm->lock);
-    return st;
+    return em__comm_check_usable(comm, op);
 }
 
 static em_status build(const em_prim *prim, em_array *x, em_comm *comm,

@@ -46,9 +46,6 @@ static bool set_nonblocking(int fd) {
 }
 
 static void close_fds(em_comm *comm) {
-    if (comm->listen_fd >= 0)
-        close(comm->listen_fd);
-    comm->listen_fd = -1;
     if (comm->fds)
         for (int r = 0; r < comm->size; r++)
             if (comm->fds[r] >= 0) {
@@ -116,22 +113,34 @@ void em_comm_release(em_comm *comm) {
     if (!comm || atomic_fetch_sub(&comm->refcount, 1) != 1)
         return;
     close_fds(comm);
+    if (comm->listen_fd >= 0)
+        close(comm->listen_fd);
     pthread_mutex_destroy(&comm->lock);
     free(comm->fds);
     free(comm);
 }
 
+/* Lock-free (a collective may hold the lock for as long as its timeout):
+ * shutting the sockets down wakes any transfer in progress, which then
+ * fails; the descriptors themselves are closed on release, so that no
+ * thread polls a number the kernel has handed out again. */
 void em_comm_close(em_comm *comm) {
     if (!comm)
         return;
-    pthread_mutex_lock(&comm->lock);
-    comm->closed = true;
-    close_fds(comm);
-    pthread_mutex_unlock(&comm->lock);
+    atomic_store(&comm->closed, true);
+    shutdown(comm->listen_fd, SHUT_RDWR);
+    if (atomic_load(&comm->connected))
+        for (int r = 0; r < comm->size; r++)
+            if (comm->fds[r] >= 0)
+                shutdown(comm->fds[r], SHUT_RDWR);
 }
 
-int em_comm_rank(const em_comm *comm) { return comm ? comm->rank : 0; }
-int em_comm_size(const em_comm *comm) { return comm ? comm->size : 0; }
+int em_comm_rank(const em_comm *comm) {
+    return comm && atomic_load(&((em_comm *)comm)->connected) ? comm->rank : 0;
+}
+int em_comm_size(const em_comm *comm) {
+    return comm && atomic_load(&((em_comm *)comm)->connected) ? comm->size : 0;
+}
 
 /* ---- wiring --------------------------------------------------------------- */
 
@@ -225,10 +234,11 @@ em_status em_comm_connect(em_comm *comm, int rank, int size,
                             r, ports[r]);
     em_status st = EM_OK;
     pthread_mutex_lock(&comm->lock);
-    if (comm->size != 0 || comm->closed || comm->listen_fd < 0) {
+    if (comm->fds || atomic_load(&comm->closed)) {
         st = em__fail(EM_ERR_ARGUMENT,
                       "comm_connect: the communicator is %s",
-                      comm->closed ? "closed" : "already connected");
+                      atomic_load(&comm->closed) ? "closed"
+                                                 : "already connected");
         goto done;
     }
     int *fds = malloc(sizeof *fds * (size_t)size);
@@ -296,13 +306,13 @@ em_status em_comm_connect(em_comm *comm, int rank, int size,
         tune(fd);
         fds[peer[1]] = fd;
     }
-    close(comm->listen_fd);
-    comm->listen_fd = -1;
     if (st != EM_OK) {
         close_fds(comm);
-        comm->broken = true;
         snprintf(comm->broken_reason, sizeof comm->broken_reason,
                  "its connection failed");
+        atomic_store(&comm->broken, true);
+    } else {
+        atomic_store(&comm->connected, true);
     }
 done:
     pthread_mutex_unlock(&comm->lock);
@@ -312,13 +322,13 @@ done:
 /* ---- transfers ------------------------------------------------------------ */
 
 em_status em__comm_check_usable(em_comm *comm, const char *op) {
-    if (comm->closed)
+    if (atomic_load(&comm->closed))
         return em__fail(EM_ERR_ARGUMENT, "%s: the communicator is closed", op);
-    if (comm->broken)
+    if (atomic_load(&comm->broken))
         return em__fail(EM_ERR_RUNTIME,
                         "%s: the communicator is broken (%s); make a new one",
                         op, comm->broken_reason);
-    if (comm->size == 0)
+    if (!atomic_load(&comm->connected))
         return em__fail(EM_ERR_ARGUMENT,
                         "%s: the communicator is not connected yet", op);
     return EM_OK;
@@ -328,9 +338,12 @@ static em_status broken(em_comm *comm, const char *op, const char *fmt,
                         int peer, const char *detail) {
     char msg[160];
     snprintf(msg, sizeof msg, fmt, peer, detail);
-    comm->broken = true;
+    /* A close of our own shows as a failed transfer: say so. */
+    if (atomic_load(&comm->closed))
+        snprintf(msg, sizeof msg, "the communicator was closed meanwhile");
     snprintf(comm->broken_reason, sizeof comm->broken_reason, "%.32s: %.200s", op,
              msg);
+    atomic_store(&comm->broken, true);
     return em__fail(EM_ERR_RUNTIME, "distributed %s: %s", op, msg);
 }
 

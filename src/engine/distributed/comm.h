@@ -22,15 +22,19 @@ struct em_comm {
     /* Points at the communicator itself: the bytes of the holder array
      * through which nodes keep it alive (em__comm_holder). */
     em_comm *self;
-    pthread_mutex_t lock; /* one collective at a time */
-    int listen_fd;        /* -1 once connected or closed */
-    int rank, size;       /* size 0: not connected */
-    int *fds;             /* fds[r]: socket to rank r (-1 for self) */
+    /* Held for a whole collective or connect (seconds, maybe): nothing
+     * that runs on a caller's thread while building graphs takes it. The
+     * flags below are read without it. */
+    pthread_mutex_t lock;
+    int listen_fd; /* open until released */
+    int rank, size; /* written once, before `connected` */
+    int *fds;       /* fds[r]: socket to rank r (-1 for self) */
     int64_t timeout_ms;
-    uint64_t seq;  /* collectives run so far (headers carry it) */
-    bool closed;   /* em_comm_close was called */
-    bool broken;   /* a transport failure left the streams out of step */
-    char broken_reason[256];
+    uint64_t seq; /* collectives run so far (headers carry it); locked */
+    atomic_bool connected;
+    atomic_bool closed; /* em_comm_close was called */
+    atomic_bool broken; /* a transport failure left the streams out of step */
+    char broken_reason[256]; /* written before `broken` is set */
 };
 
 /* Move send_len bytes to rank `to` while receiving recv_len bytes from
