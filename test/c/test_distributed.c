@@ -653,8 +653,10 @@ EM_TEST(distributed_build_errors) {
               EM_ERR_ARGUMENT, "port");
     CHECK_ERR(em_comm_connect(lonely, 3, 2, hosts, ports, NULL),
               EM_ERR_ARGUMENT, "rank 3 of size 2");
-    CHECK_ERR(em_comm_listen("localhost", &lonely, &port), EM_ERR_ARGUMENT,
+    em_comm *named = NULL;
+    CHECK_ERR(em_comm_listen("localhost", &named, &port), EM_ERR_ARGUMENT,
               "numeric");
+    CHECK(named == NULL);
     em_comm_release(lonely);
     em_array_release(x);
     em_array_release(s);
