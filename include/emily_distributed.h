@@ -44,7 +44,8 @@
  * the ring (starting at the rank after the one that ends up owning it),
  * then an all-gather that copies the owner's bytes everywhere.
  *
- * Arrays on a GPU go through host memory over TCP (a copy each way).
+ * Arrays on a GPU go through host memory over TCP (a copy each way, on
+ * the evaluating thread); NCCL communicators (below) keep them there.
  *
  * Every dtype of `add`: integers wrap, pred is a logical or, f16/bf16 are
  * added in float and rounded at each step along the ring.
@@ -53,6 +54,7 @@
 #define EMILY_DISTRIBUTED_H
 
 #include "emily.h"
+#include "emily_device.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,6 +91,23 @@ void em_comm_close(em_comm *comm);
 
 void em_comm_retain(em_comm *comm);
 void em_comm_release(em_comm *comm); /* NULL is allowed */
+
+/* ---- NCCL: communicators of GPU arrays -----------------------------------
+ *
+ * One communicator per process and GPU, through NCCL (libnccl.so.2, opened
+ * by the CUDA backend on first use: $EMILY_NCCL_LIB, the loader's path, or
+ * the nvidia-nccl-cu* pip package; absent, EM_ERR_UNSUPPORTED says where
+ * it looked). Rank 0 makes the clique's id, the caller hands it to every
+ * rank, and each rank joins (blocking until all have). Collectives on such
+ * a communicator take arrays on its GPU and are queued on the evaluating
+ * thread's CUDA stream like any kernel. NCCL sends no headers: ranks that
+ * disagree on shapes get NCCL's behaviour (a hang or wrong data), and
+ * em_comm_close does not interrupt queued work. */
+#define EM_NCCL_ID_BYTES 128
+em_status em_comm_nccl_unique_id(em_device device,
+                                 uint8_t id[EM_NCCL_ID_BYTES]);
+em_status em_comm_nccl_new(em_device device, int rank, int size,
+                           const uint8_t id[EM_NCCL_ID_BYTES], em_comm **out);
 
 /* ---- collectives: lazy nodes holding a reference to the communicator ---- */
 

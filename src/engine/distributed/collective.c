@@ -288,29 +288,117 @@ static void stage(void *dst, const em_array *x) {
         em__copy_array(dst, x);
 }
 
+/* ---- host bytes: where the TCP transport reads and writes ---------------- */
+
+/* x's elements row-major in host memory: in place for a row-contiguous CPU
+ * array, else a malloc'd copy left in *owned (a GPU array is read back:
+ * over TCP, device memory goes through the host; its builder made it
+ * row-contiguous). */
+static em_status input_bytes(const em_array *x, const char *op, char **owned,
+                             const char **data) {
+    *owned = NULL;
+    *data = NULL;
+    if (x->size == 0)
+        return EM_OK;
+    const size_t bytes = (size_t)x->size * em_dtype_size(x->dtype);
+    if (x->device == EM_DEVICE_CPU && x->row_contiguous) {
+        *data = em__data(x);
+        return EM_OK;
+    }
+    if (!(*owned = malloc(bytes)))
+        return em__fail(EM_ERR_OOM, "distributed %s: out of memory", op);
+    em_status st = EM_OK;
+    if (x->device == EM_DEVICE_CPU)
+        stage(*owned, x);
+    else
+        st = em__read_device(x, *owned, bytes);
+    if (st != EM_OK) {
+        free(*owned);
+        *owned = NULL;
+        return st;
+    }
+    *data = *owned;
+    return EM_OK;
+}
+
+/* The node's output bytes in host memory: its own buffer on the CPU; for a
+ * GPU node a host copy that output_end moves to the device buffer. */
+static em_status output_begin(em_array *node, const char *op, char **host) {
+    *host = NULL;
+    if (node->device == EM_DEVICE_CPU) {
+        em_status st = em__alloc_output(node, NULL, 0);
+        if (st == EM_OK)
+            *host = node->buffer->data;
+        return st;
+    }
+    const struct em_cuda_api *api;
+    int ord;
+    em_status st = em__gpu_prepare(node, &api, &ord);
+    if (st != EM_OK)
+        return st;
+    size_t bytes = (size_t)node->size * em_dtype_size(node->dtype);
+    if (!(*host = malloc(bytes ? bytes : 1)))
+        return em__fail(EM_ERR_OOM, "distributed %s: out of memory", op);
+    return EM_OK;
+}
+
+static em_status output_end(em_array *node, char *host, em_status st) {
+    if (node->device == EM_DEVICE_CPU)
+        return st;
+    size_t bytes = (size_t)node->size * em_dtype_size(node->dtype);
+    if (st == EM_OK && bytes)
+        st = em__copy_to_device_buffer(node, host, bytes);
+    free(host);
+    return st;
+}
+
+/* ---- evals ------------------------------------------------------------------ */
+
+/* Ring all-reduce of `count` elements in place. Lock held. */
+static em_status ring_sum(em_comm *comm, em_dtype dtype, int64_t count,
+                          char *data) {
+    chunks c = {count, comm->size, false};
+    em_status st = EM_OK;
+    if (comm->size > 1 && count > 0) {
+        st = ring_reduce_scatter(comm, "all_sum", dtype, data, &c);
+        if (st == EM_OK)
+            st = ring_all_gather(comm, "all_sum", em_dtype_size(dtype), data,
+                                 &c);
+    }
+    return st;
+}
+
 static em_status all_sum_eval(em_array *node) {
     em_array *x = node->inputs[0];
     em_comm *comm = comm_of(node, 1);
-    em_status st = em__alloc_output(node, &node->inputs[0], 1);
-    if (st != EM_OK)
-        return st;
-    if (node->buffer != x->buffer) /* not donated: copy x in */
-        stage(node->buffer->data, x);
+    if (comm->nccl)
+        return em__nccl_all_sum(node, comm);
+    char *data = NULL;
+    em_status st;
+    if (node->device == EM_DEVICE_CPU) {
+        st = em__alloc_output(node, &node->inputs[0], 1);
+        if (st != EM_OK)
+            return st;
+        data = node->buffer->data;
+        if (node->buffer != x->buffer) /* not donated: copy x in */
+            stage(data, x);
+    } else {
+        st = output_begin(node, "all_sum", &data);
+        if (st == EM_OK && x->size)
+            st = em__read_device(x, data,
+                                 (size_t)x->size * em_dtype_size(x->dtype));
+        if (st != EM_OK)
+            return output_end(node, data, st);
+    }
     if ((st = enter(comm, "all_sum")) != EM_OK)
-        return st;
+        return output_end(node, data, st);
     wire_header h = make_header(COLL_ALL_SUM, comm->seq++, comm->rank,
                                 node->dtype, node->shape, node->ndim, 0);
     st = agree(comm, "all_sum", &h);
-    chunks c = {node->size, comm->size, false};
-    if (st == EM_OK && comm->size > 1 && node->size > 0) {
-        st = ring_reduce_scatter(comm, "all_sum", node->dtype,
-                                 node->buffer->data, &c);
-        if (st == EM_OK)
-            st = ring_all_gather(comm, "all_sum", em_dtype_size(node->dtype),
-                                 node->buffer->data, &c);
-    }
+    if (st == EM_OK)
+        st = ring_sum(comm, node->dtype, node->size, data);
     leave(comm);
-    return st;
+    return output_end(node, data, st);
 }
 
 /* Elements before, along and after `axis` of a shape. */
@@ -329,106 +417,119 @@ static em_status all_gather_eval(em_array *node) {
     const coll_params *p = node->params;
     em_array *x = node->inputs[0];
     em_comm *comm = comm_of(node, 1);
+    if (comm->nccl)
+        return em__nccl_all_gather(node, comm);
     const size_t es = em_dtype_size(node->dtype);
-    em_status st = em__alloc_output(node, NULL, 0);
+    const size_t xbytes = (size_t)x->size * es;
+    char *out = NULL, *owned = NULL;
+    const char *xdata = NULL;
+    em_status st = output_begin(node, "all_gather", &out);
+    if (st == EM_OK)
+        st = input_bytes(x, "all_gather", &owned, &xdata);
     if (st != EM_OK)
-        return st;
+        return output_end(node, out, st);
     int64_t outer, along, inner;
     split_at(x->shape, x->ndim, p->axis, &outer, &along, &inner);
-    if ((st = enter(comm, "all_gather")) != EM_OK)
-        return st;
-    const int n = comm->size;
+    const int n = em_comm_size(comm);
     /* [n][x->size] in rank order; the output itself when the axis is the
      * outermost non-trivial one. */
-    char *gathered = node->buffer->data;
+    char *gathered = out;
     if (outer > 1 && node->size > 0 &&
         !(gathered = malloc((size_t)node->size * es))) {
-        leave(comm);
-        return em__fail(EM_ERR_OOM, "distributed all_gather: out of memory");
+        free(owned);
+        return output_end(
+            node, out,
+            em__fail(EM_ERR_OOM, "distributed all_gather: out of memory"));
     }
-    if (x->size)
-        stage(gathered + (size_t)comm->rank * (size_t)x->size * es, x);
-    wire_header h = make_header(COLL_ALL_GATHER, comm->seq++, comm->rank,
-                                x->dtype, x->shape, x->ndim, p->axis);
-    st = agree(comm, "all_gather", &h);
-    chunks c = {x->size * n, n, true};
-    if (st == EM_OK && n > 1 && x->size > 0)
-        st = ring_all_gather(comm, "all_gather", es, gathered, &c);
-    leave(comm);
-    if (st == EM_OK && gathered != node->buffer->data) {
+    if (xbytes)
+        memcpy(gathered + (size_t)em_comm_rank(comm) * xbytes, xdata, xbytes);
+    free(owned);
+    if ((st = enter(comm, "all_gather")) == EM_OK) {
+        wire_header h = make_header(COLL_ALL_GATHER, comm->seq++, comm->rank,
+                                    x->dtype, x->shape, x->ndim, p->axis);
+        st = agree(comm, "all_gather", &h);
+        chunks c = {x->size * n, n, true};
+        if (st == EM_OK && n > 1 && x->size > 0)
+            st = ring_all_gather(comm, "all_gather", es, gathered, &c);
+        leave(comm);
+    }
+    if (st == EM_OK && gathered != out) {
         /* [n][outer][block] -> [outer][n][block] */
         int64_t block = along * inner;
         int64_t shape[3] = {outer, n, block};
         int64_t src_strides[3] = {block, outer * block, 1};
-        em__copy_strided(node->buffer->data, NULL, gathered, src_strides,
-                         shape, 3, es);
+        em__copy_strided(out, NULL, gathered, src_strides, shape, 3, es);
     }
-    if (gathered != node->buffer->data)
+    if (gathered != out)
         free(gathered);
-    return st;
+    return output_end(node, out, st);
 }
 
 static em_status reduce_scatter_eval(em_array *node) {
     const coll_params *p = node->params;
     em_array *x = node->inputs[0];
     em_comm *comm = comm_of(node, 1);
+    if (comm->nccl)
+        return em__nccl_reduce_scatter(node, comm);
     const size_t es = em_dtype_size(node->dtype);
-    em_status st = em__alloc_output(node, NULL, 0);
-    if (st != EM_OK)
-        return st;
+    const int n = em_comm_size(comm);
+    char *out = NULL, *owned = NULL;
+    const char *xdata = NULL;
+    em_status st = output_begin(node, "reduce_scatter", &out);
+    if (st == EM_OK)
+        st = input_bytes(x, "reduce_scatter", &owned, &xdata);
+    char *parts = st == EM_OK ? malloc((size_t)(x->size ? x->size : 1) * es)
+                              : NULL;
+    if (st == EM_OK && !parts)
+        st = em__fail(EM_ERR_OOM, "distributed reduce_scatter: out of memory");
+    if (st != EM_OK) {
+        free(owned);
+        return output_end(node, out, st);
+    }
     int64_t outer, along, inner;
     split_at(x->shape, x->ndim, p->axis, &outer, &along, &inner);
-    if ((st = enter(comm, "reduce_scatter")) != EM_OK)
-        return st;
-    const int n = comm->size;
-    char *parts = malloc((size_t)(x->size ? x->size : 1) * es);
-    char *flat = x->size && outer > 1 ? malloc((size_t)x->size * es) : NULL;
-    if (!parts || (x->size && outer > 1 && !flat)) {
-        free(parts);
-        free(flat);
-        leave(comm);
-        return em__fail(EM_ERR_OOM,
-                        "distributed reduce_scatter: out of memory");
-    }
     /* [outer][n][piece] -> [n][outer][piece]: part r contiguous. */
     const int64_t piece = along / n * inner;
-    if (x->size && outer > 1) {
-        stage(flat, x);
+    if (x->size) {
         int64_t shape[3] = {n, outer, piece};
         int64_t src_strides[3] = {piece, n * piece, 1};
-        em__copy_strided(parts, NULL, flat, src_strides, shape, 3, es);
-    } else if (x->size) {
-        stage(parts, x);
+        em__copy_strided(parts, NULL, xdata, src_strides, shape, 3, es);
     }
-    free(flat);
-    wire_header h = make_header(COLL_REDUCE_SCATTER, comm->seq++, comm->rank,
-                                x->dtype, x->shape, x->ndim, p->axis);
-    st = agree(comm, "reduce_scatter", &h);
+    free(owned);
     chunks c = {x->size, n, true};
-    if (st == EM_OK && n > 1 && x->size > 0)
-        st = ring_reduce_scatter(comm, "reduce_scatter", x->dtype, parts, &c);
-    leave(comm);
+    if ((st = enter(comm, "reduce_scatter")) == EM_OK) {
+        wire_header h = make_header(COLL_REDUCE_SCATTER, comm->seq++,
+                                    comm->rank, x->dtype, x->shape, x->ndim,
+                                    p->axis);
+        st = agree(comm, "reduce_scatter", &h);
+        if (st == EM_OK && n > 1 && x->size > 0)
+            st = ring_reduce_scatter(comm, "reduce_scatter", x->dtype, parts,
+                                     &c);
+        leave(comm);
+    }
     if (st == EM_OK && node->size > 0)
-        memcpy(node->buffer->data,
-               parts + (size_t)chunk_start(&c, comm->rank) * es,
+        memcpy(out, parts + (size_t)chunk_start(&c, em_comm_rank(comm)) * es,
                (size_t)node->size * es);
     free(parts);
-    return st;
+    return output_end(node, out, st);
 }
 
 static em_status barrier_eval(em_array *node) {
     em_comm *comm = comm_of(node, 0);
-    em_status st = em__alloc_output(node, NULL, 0);
+    char *out = NULL;
+    em_status st = output_begin(node, "barrier", &out);
     if (st != EM_OK)
-        return st;
-    *(uint8_t *)node->buffer->data = 1;
-    if ((st = enter(comm, "barrier")) != EM_OK)
-        return st;
-    wire_header h = make_header(COLL_BARRIER, comm->seq++, comm->rank, EM_PRED,
-                                NULL, 0, 0);
-    st = agree(comm, "barrier", &h);
-    leave(comm);
-    return st;
+        return output_end(node, out, st);
+    *(uint8_t *)out = 1;
+    if (comm->nccl)
+        return output_end(node, out, em__nccl_barrier(comm));
+    if ((st = enter(comm, "barrier")) == EM_OK) {
+        wire_header h = make_header(COLL_BARRIER, comm->seq++, comm->rank,
+                                    EM_PRED, NULL, 0, 0);
+        st = agree(comm, "barrier", &h);
+        leave(comm);
+    }
+    return output_end(node, out, st);
 }
 
 /* The receiver answers a send's header with its own expectation: both
@@ -456,39 +557,26 @@ static em_status send_eval(em_array *node) {
     const coll_params *p = node->params;
     em_array *x = node->inputs[0];
     em_comm *comm = comm_of(node, 1);
+    if (comm->nccl)
+        return em__nccl_send(node, comm, p->peer);
     const size_t bytes = (size_t)x->size * em_dtype_size(x->dtype);
-    char *staged = NULL;
+    char *owned = NULL;
     const char *data = NULL;
-    if (x->size && x->row_contiguous) {
-        data = em__data(x);
-    } else if (x->size) {
-        if (!(staged = malloc(bytes)))
-            return em__fail(EM_ERR_OOM, "distributed send: out of memory");
-        stage(staged, x);
-        data = staged;
-    }
-    em_status st = enter(comm, "send");
-    if (st == EM_OK) {
-        if (p->peer >= comm->size || p->peer == comm->rank) {
-            st = em__fail(EM_ERR_ARGUMENT,
-                          "distributed send: destination rank %d is out of "
-                          "range or this rank (%d) in a communicator of %d",
-                          p->peer, comm->rank, comm->size);
-        } else {
-            wire_header h = make_header(COLL_SEND, 0, comm->rank, x->dtype,
-                                        x->shape, x->ndim, 0),
-                        ack;
-            st = em__comm_exchange(comm, "send", p->peer, &h, sizeof h,
-                                   p->peer, &ack, sizeof ack);
-            if (st == EM_OK)
-                st = check_pair("send", &h, &ack);
-            if (st == EM_OK)
-                st = em__comm_exchange(comm, "send", p->peer, data, bytes,
-                                       p->peer, NULL, 0);
-        }
+    em_status st = input_bytes(x, "send", &owned, &data);
+    if (st == EM_OK && (st = enter(comm, "send")) == EM_OK) {
+        wire_header h = make_header(COLL_SEND, 0, comm->rank, x->dtype,
+                                    x->shape, x->ndim, 0),
+                    ack;
+        st = em__comm_exchange(comm, "send", p->peer, &h, sizeof h, p->peer,
+                               &ack, sizeof ack);
+        if (st == EM_OK)
+            st = check_pair("send", &h, &ack);
+        if (st == EM_OK)
+            st = em__comm_exchange(comm, "send", p->peer, data, bytes, p->peer,
+                                   NULL, 0);
         leave(comm);
     }
-    free(staged);
+    free(owned);
     if (st == EM_OK)
         em__share_buffer(node, x);
     return st;
@@ -497,34 +585,27 @@ static em_status send_eval(em_array *node) {
 static em_status recv_eval(em_array *node) {
     const coll_params *p = node->params;
     em_comm *comm = comm_of(node, 0);
-    em_status st = em__alloc_output(node, NULL, 0);
-    if (st != EM_OK)
-        return st;
-    if ((st = enter(comm, "recv")) != EM_OK)
-        return st;
-    if (p->peer >= comm->size || p->peer == comm->rank) {
-        st = em__fail(EM_ERR_ARGUMENT,
-                      "distributed recv: source rank %d is out of range or "
-                      "this rank (%d) in a communicator of %d",
-                      p->peer, comm->rank, comm->size);
-    } else {
-        wire_header want = make_header(COLL_ACK, 0, comm->rank, node->dtype,
-                                       node->shape, node->ndim, 0),
-                    got;
-        st = em__comm_exchange(comm, "recv", p->peer, NULL, 0, p->peer, &got,
-                               sizeof got);
-        if (st == EM_OK)
-            st = em__comm_exchange(comm, "recv", p->peer, &want, sizeof want,
-                                   p->peer, NULL, 0);
-        if (st == EM_OK)
-            st = check_pair("recv", &got, &want);
-        if (st == EM_OK)
-            st = em__comm_exchange(
-                comm, "recv", p->peer, NULL, 0, p->peer, node->buffer->data,
-                (size_t)node->size * em_dtype_size(node->dtype));
-    }
+    if (comm->nccl)
+        return em__nccl_recv(node, comm, p->peer);
+    char *out = NULL;
+    em_status st = output_begin(node, "recv", &out);
+    if (st != EM_OK || (st = enter(comm, "recv")) != EM_OK)
+        return output_end(node, out, st);
+    wire_header want = make_header(COLL_ACK, 0, comm->rank, node->dtype,
+                                   node->shape, node->ndim, 0),
+                got;
+    st = em__comm_exchange(comm, "recv", p->peer, NULL, 0, p->peer, &got,
+                           sizeof got);
+    if (st == EM_OK)
+        st = em__comm_exchange(comm, "recv", p->peer, &want, sizeof want,
+                               p->peer, NULL, 0);
+    if (st == EM_OK)
+        st = check_pair("recv", &got, &want);
+    if (st == EM_OK)
+        st = em__comm_exchange(comm, "recv", p->peer, NULL, 0, p->peer, out,
+                               (size_t)node->size * em_dtype_size(node->dtype));
     leave(comm);
-    return st;
+    return output_end(node, out, st);
 }
 
 /* ---- gradients ------------------------------------------------------------ */
@@ -552,16 +633,20 @@ static em_status vjp_reduce_scatter(em_array *node, em_array *ct,
     return em_all_gather(ct, comm_of(node, 1), p->axis, &in_cts[0]);
 }
 
-/* GPU arrays are not taken yet (build fails: see emily_distributed.h). */
-static const em_prim all_sum_prim = {"all_sum", all_sum_eval, vjp_all_sum};
+/* One eval per op for both devices: it picks the transport (NCCL queues
+ * on the GPU; TCP moves GPU arrays through the host). */
+static const em_prim all_sum_prim = {"all_sum", all_sum_eval, vjp_all_sum,
+                                     all_sum_eval};
 static const em_prim all_gather_prim = {"all_gather", all_gather_eval,
-                                        vjp_all_gather};
+                                        vjp_all_gather, all_gather_eval};
 static const em_prim reduce_scatter_prim = {
-    "reduce_scatter", reduce_scatter_eval, vjp_reduce_scatter};
+    "reduce_scatter", reduce_scatter_eval, vjp_reduce_scatter,
+    reduce_scatter_eval};
 /* send, recv, barrier: no vjp (a gradient through them is an error). */
-static const em_prim send_prim = {"send", send_eval, NULL};
-static const em_prim recv_prim = {"recv", recv_eval, NULL};
-static const em_prim barrier_prim = {"barrier", barrier_eval, NULL};
+static const em_prim send_prim = {"send", send_eval, NULL, send_eval};
+static const em_prim recv_prim = {"recv", recv_eval, NULL, recv_eval};
+static const em_prim barrier_prim = {"barrier", barrier_eval, NULL,
+                                     barrier_eval};
 
 /* ---- builders ------------------------------------------------------------- */
 
@@ -586,10 +671,44 @@ static em_status build(const em_prim *prim, em_array *x, em_comm *comm,
     if (x)
         inputs[ninputs++] = x;
     inputs[ninputs++] = holder;
-    st = em__node_new_params(prim, dtype, shape, ndim, inputs, ninputs, p,
-                             sizeof *p, out);
+    if (!x && comm->nccl) {
+        /* recv, barrier: on the communicator's GPU */
+        st = em__node_new_on(prim, comm->nccl_device, dtype, shape, ndim,
+                             inputs, ninputs, out);
+        if (st == EM_OK && (st = em__node_set_params(*out, p, sizeof *p)) !=
+                               EM_OK) {
+            em_array_release(*out);
+            *out = NULL;
+        }
+    } else {
+        st = em__node_new_params(prim, dtype, shape, ndim, inputs, ninputs, p,
+                                 sizeof *p, out);
+    }
     em_array_release(holder);
     return st;
+}
+
+/* The array a collective reads: x itself, or a row-major copy where the
+ * transport needs one (NCCL and the GPU-to-host read take row-major device
+ * memory). An NCCL communicator takes arrays on its own GPU only. */
+static em_status transport_input(const char *op, em_array *x, em_comm *comm,
+                                 em_array **out) {
+    *out = NULL;
+    if (comm->nccl && x->device != comm->nccl_device) {
+        char want[16], got[16];
+        em_desc d;
+        return em__fail(EM_ERR_ARGUMENT,
+                        "%s: the communicator is NCCL's on %s; %s is on %s "
+                        "(move it there, or use a TCP communicator)",
+                        op, em_device_name(comm->nccl_device, want, sizeof want),
+                        em__describe(x, &d),
+                        em_device_name(x->device, got, sizeof got));
+    }
+    if (x->device != EM_DEVICE_CPU && !x->row_contiguous)
+        return em_contiguous(x, out);
+    em_array_retain(x);
+    *out = x;
+    return EM_OK;
 }
 
 em_status em_all_sum(em_array *x, em_comm *comm, em_array **out) {
@@ -598,10 +717,15 @@ em_status em_all_sum(em_array *x, em_comm *comm, em_array **out) {
     if (!x || !out)
         return em__fail(EM_ERR_ARGUMENT, "all_sum: NULL argument");
     em_status st = check_comm("all_sum", comm);
+    em_array *in = NULL;
+    if (st == EM_OK)
+        st = transport_input("all_sum", x, comm, &in);
     if (st != EM_OK)
         return st;
     coll_params p = {0, 0, 0};
-    return build(&all_sum_prim, x, comm, x->dtype, x->shape, x->ndim, &p, out);
+    st = build(&all_sum_prim, in, comm, x->dtype, x->shape, x->ndim, &p, out);
+    em_array_release(in);
+    return st;
 }
 
 /* The axis of x for all_gather / reduce_scatter (x must have one). */
@@ -612,6 +736,36 @@ static em_status check_axis(const char *op, em_array *x, int axis, int *out) {
                         op, em__describe(x, &d));
     }
     return em__check_axis(op, axis, x->ndim, out);
+}
+
+/* Elements before `axis`: where the axis is the outermost one with more
+ * than one element, the ranks' parts are contiguous. */
+static int64_t outer_of(const em_array *x, int axis) {
+    int64_t outer = 1;
+    for (int i = 0; i < axis; i++)
+        outer *= x->shape[i];
+    return outer;
+}
+
+/* reshape(transpose(reshape(a, [d0, d1, d2]), [1, 0, 2])) to `shape`:
+ * swaps the two outer blocks of a row-major array (NCCL's flat layouts
+ * to and from the axis's). */
+static em_status swap_blocks(em_array *a, int64_t d0, int64_t d1, int64_t d2,
+                             const int64_t *shape, int ndim, em_array **out) {
+    int64_t three[3] = {d0, d1, d2};
+    const int perm[3] = {1, 0, 2};
+    em_array *r = NULL, *t = NULL, *c = NULL;
+    em_status st = em_reshape(a, three, 3, &r);
+    if (st == EM_OK)
+        st = em_transpose(r, perm, 3, &t);
+    if (st == EM_OK)
+        st = em_contiguous(t, &c);
+    if (st == EM_OK)
+        st = em_reshape(c, shape, ndim, out);
+    em_array_release(r);
+    em_array_release(t);
+    em_array_release(c);
+    return st;
 }
 
 em_status em_all_gather(em_array *x, em_comm *comm, int axis, em_array **out) {
@@ -630,10 +784,34 @@ em_status em_all_gather(em_array *x, em_comm *comm, int axis, em_array **out) {
     if (__builtin_mul_overflow(shape[ax], (int64_t)comm->size, &shape[ax]))
         return em__fail(EM_ERR_ARGUMENT, "all_gather: the result is too large");
     st = em__check_shape("all_gather", shape, x->ndim, x->dtype, NULL);
+    em_array *in = NULL;
+    if (st == EM_OK)
+        st = transport_input("all_gather", x, comm, &in);
     if (st != EM_OK)
         return st;
-    coll_params p = {ax, 0, 0};
-    return build(&all_gather_prim, x, comm, x->dtype, shape, x->ndim, &p, out);
+    const int64_t outer = outer_of(x, ax);
+    if (comm->nccl && outer > 1 && x->size > 0) {
+        /* NCCL gathers [n][x]: gather x flat, then move the ranks' blocks
+         * inside the outer axes. */
+        int64_t flat = x->size, gathered_shape = x->size * comm->size;
+        em_array *f = NULL, *g = NULL;
+        coll_params p = {0, 0, 0};
+        st = em_reshape(in, &flat, 1, &f);
+        if (st == EM_OK)
+            st = build(&all_gather_prim, f, comm, x->dtype, &gathered_shape, 1,
+                       &p, &g);
+        if (st == EM_OK)
+            st = swap_blocks(g, comm->size, outer, x->size / outer, shape,
+                             x->ndim, out);
+        em_array_release(f);
+        em_array_release(g);
+    } else {
+        coll_params p = {ax, 0, 0};
+        st = build(&all_gather_prim, in, comm, x->dtype, shape, x->ndim, &p,
+                   out);
+    }
+    em_array_release(in);
+    return st;
 }
 
 em_status em_reduce_scatter(em_array *x, em_comm *comm, int axis,
@@ -658,9 +836,32 @@ em_status em_reduce_scatter(em_array *x, em_comm *comm, int axis,
     int64_t shape[EM_MAX_NDIM];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     shape[ax] /= comm->size;
-    coll_params p = {ax, 0, 0};
-    return build(&reduce_scatter_prim, x, comm, x->dtype, shape, x->ndim, &p,
-                 out);
+    em_array *in = NULL;
+    st = transport_input("reduce_scatter", x, comm, &in);
+    if (st != EM_OK)
+        return st;
+    const int64_t outer = outer_of(x, ax);
+    if (comm->nccl && outer > 1 && x->size > 0) {
+        /* NCCL scatters [n][part]: bring each rank's part together first. */
+        const int64_t n = comm->size, part = x->size / n;
+        int64_t flat = x->size;
+        em_array *parts = NULL, *r = NULL;
+        coll_params p = {0, 0, 0};
+        st = swap_blocks(in, outer, n, part / outer, &flat, 1, &parts);
+        if (st == EM_OK)
+            st = build(&reduce_scatter_prim, parts, comm, x->dtype, &part, 1,
+                       &p, &r);
+        if (st == EM_OK)
+            st = em_reshape(r, shape, x->ndim, out);
+        em_array_release(parts);
+        em_array_release(r);
+    } else {
+        coll_params p = {ax, 0, 0};
+        st = build(&reduce_scatter_prim, in, comm, x->dtype, shape, x->ndim,
+                   &p, out);
+    }
+    em_array_release(in);
+    return st;
 }
 
 static em_status check_peer(const char *op, em_comm *comm, int peer) {
@@ -682,13 +883,19 @@ em_status em_send(em_array *x, em_comm *comm, int dest, em_array **out) {
         st = check_peer("send", comm, dest);
     if (st != EM_OK)
         return st;
+    em_array *in = NULL;
+    st = transport_input("send", x, comm, &in);
+    if (st != EM_OK)
+        return st;
     coll_params p = {0, dest, atomic_fetch_add(&transfer_counter, 1) + 1};
-    st = build(&send_prim, x, comm, x->dtype, x->shape, x->ndim, &p, out);
-    if (st == EM_OK) { /* a view of x: x's own layout */
-        memcpy((*out)->strides, x->strides, sizeof(int64_t) * (size_t)x->ndim);
-        (*out)->offset = x->offset;
-        (*out)->row_contiguous = x->row_contiguous;
+    st = build(&send_prim, in, comm, in->dtype, in->shape, in->ndim, &p, out);
+    if (st == EM_OK) { /* a view of its input: the same layout */
+        memcpy((*out)->strides, in->strides,
+               sizeof(int64_t) * (size_t)in->ndim);
+        (*out)->offset = in->offset;
+        (*out)->row_contiguous = in->row_contiguous;
     }
+    em_array_release(in);
     return st;
 }
 

@@ -115,6 +115,8 @@ void em_comm_release(em_comm *comm) {
     close_fds(comm);
     if (comm->listen_fd >= 0)
         close(comm->listen_fd);
+    if (comm->nccl)
+        em__nccl_destroy(comm);
     pthread_mutex_destroy(&comm->lock);
     free(comm->fds);
     free(comm);

@@ -35,6 +35,10 @@ struct em_comm {
     atomic_bool closed; /* em_comm_close was called */
     atomic_bool broken; /* a transport failure left the streams out of step */
     char broken_reason[256]; /* written before `broken` is set */
+    /* An NCCL communicator (nccl.c) instead of sockets: its handle in the
+     * CUDA plugin, and the GPU it was made for. */
+    void *nccl;
+    em_device nccl_device;
 };
 
 /* Move send_len bytes to rank `to` while receiving recv_len bytes from
@@ -54,5 +58,23 @@ em_status em__comm_check_usable(em_comm *comm, const char *op);
  * programs on different communicators differ in that constant. */
 em_status em__comm_holder(em_comm *comm, em_array **out);
 em_comm *em__comm_from_holder(const em_array *holder);
+
+/* ---- NCCL communicators (nccl.c) -----------------------------------------
+ * The evals of the collectives on a communicator made by em_comm_nccl_new:
+ * queued on the calling thread's CUDA stream of the communicator's GPU,
+ * like any kernel. all_gather and reduce_scatter take the flat layout
+ * (along the outermost axis; the builders reshape around them). */
+em_status em__nccl_all_sum(em_array *node, em_comm *comm);
+em_status em__nccl_all_gather(em_array *node, em_comm *comm);
+em_status em__nccl_reduce_scatter(em_array *node, em_comm *comm);
+em_status em__nccl_send(em_array *node, em_comm *comm, int dest);
+em_status em__nccl_recv(em_array *node, em_comm *comm, int source);
+/* Returns once every rank's barrier has run on the GPU. */
+em_status em__nccl_barrier(em_comm *comm);
+void em__nccl_destroy(em_comm *comm);
+
+/* Copy `bytes` of host memory into the (GPU) node's fresh buffer. */
+em_status em__copy_to_device_buffer(em_array *node, const void *host,
+                                    size_t bytes);
 
 #endif
