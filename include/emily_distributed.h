@@ -96,8 +96,8 @@ void em_comm_release(em_comm *comm); /* NULL is allowed */
  *
  * One communicator per process and GPU, through NCCL (libnccl.so.2, opened
  * by the CUDA backend on first use: $EMILY_NCCL_LIB, the loader's path, or
- * the nvidia-nccl-cu* pip package; absent, EM_ERR_UNSUPPORTED says where
- * it looked). Rank 0 makes the clique's id, the caller hands it to every
+ * the nvidia-nccl-cu* pip package; absent, EM_ERR_RUNTIME "NCCL is not
+ * available" says where it looked). Rank 0 makes the clique's id, the caller hands it to every
  * rank, and each rank joins (blocking until all have). Collectives on such
  * a communicator take arrays on its GPU and are queued on the evaluating
  * thread's CUDA stream like any kernel. NCCL sends no headers: ranks that

@@ -57,10 +57,14 @@ defmodule Emily.Distributed do
   `reduce_scatter` and back. `send`, `recv` and `barrier` are not
   differentiable.
 
-  ## GPU arrays
+  ## GPU tensors
 
-  Not taken yet: the NCCL transport is future work (the TCP ring would
-  copy through host memory). Move tensors to the CPU first.
+  `init(nodes, transport: :nccl, device: {:gpu, i})` makes an NCCL
+  communicator (rank 0 creates the clique id and sends it through Erlang
+  distribution): collectives are queued on the GPU's stream like any
+  kernel. NCCL exchanges no headers, so ranks that disagree on shapes get
+  NCCL's behaviour (a hang or wrong data) rather than an `ArgumentError`.
+  A TCP communicator also takes GPU tensors, copied through host memory.
   """
 
   import Nx.Defn, only: [deftransform: 2]
@@ -86,25 +90,61 @@ defmodule Emily.Distributed do
       transfer to make progress. Defaults to `#{@default_timeout}`.
     * `:name` - tells concurrent bootstraps apart (any term). Defaults to
       `:default`.
+    * `:transport` - `:tcp` (default: plain TCP sockets, CPU and GPU
+      tensors, GPU ones through host memory) or `:nccl` (GPU tensors on
+      `:device` only, through NCCL on the device's stream; one
+      communicator per process and GPU; libnccl.so.2 must be installed,
+      e.g. `pip install nvidia-nccl-cu13`, or named by `EMILY_NCCL_LIB`).
+    * `:device` - the GPU of an NCCL communicator. Defaults to
+      `{:gpu, 0}`.
   """
   @spec init([node()], keyword()) :: Comm.t()
   def init(nodes, opts \\ []) when is_list(nodes) do
-    opts = Keyword.validate!(opts, host: "127.0.0.1", timeout: @default_timeout, name: :default)
+    opts =
+      Keyword.validate!(opts,
+        host: "127.0.0.1",
+        timeout: @default_timeout,
+        name: :default,
+        transport: :tcp,
+        device: {:gpu, 0}
+      )
+
     nodes = nodes |> Enum.uniq() |> Enum.sort()
     size = length(nodes)
-    timeout = opts[:timeout]
 
     rank =
       Enum.find_index(nodes, &(&1 == node())) ||
         raise ArgumentError, "init: this node #{inspect(node())} is not in #{inspect(nodes)}"
 
     for other <- nodes, other != node(), do: Node.connect(other)
-    host = to_string(opts[:host])
-    {ref, port} = Native.comm_listen(host)
-    addresses = exchange(nodes, rank, {host, port}, opts[:name], timeout)
-    :ok = Native.comm_connect(ref, rank, size, addresses, timeout)
+    ref = connect(opts[:transport], nodes, rank, opts)
     %Comm{ref: ref, rank: rank, size: size, nodes: nodes}
   end
+
+  defp connect(:tcp, nodes, rank, opts) do
+    host = to_string(opts[:host])
+    {ref, port} = Native.comm_listen(host)
+    addresses = exchange(nodes, rank, {host, port}, opts[:name], opts[:timeout])
+    :ok = Native.comm_connect(ref, rank, length(nodes), addresses, opts[:timeout])
+    ref
+  end
+
+  # Rank 0 makes the clique's id; it reaches the others as rank 0's
+  # "address".
+  defp connect(:nccl, nodes, rank, opts) do
+    device = Emily.Device.to_index!(opts[:device], "Emily.Distributed.init")
+
+    if device == 0 do
+      raise ArgumentError, "init: the NCCL transport needs a GPU device, got: :cpu"
+    end
+
+    id = if rank == 0, do: Native.comm_nccl_id(device)
+    [id | _] = exchange(nodes, rank, id, opts[:name], opts[:timeout])
+    Native.comm_nccl_new(device, rank, length(nodes), id)
+  end
+
+  defp connect(other, _nodes, _rank, _opts),
+    do: raise(ArgumentError, "init: :transport must be :tcp or :nccl, got: #{inspect(other)}")
 
   # Rank 0's process collects every rank's address and sends the list
   # back; the others find it through :global.

@@ -744,4 +744,10 @@ defmodule Emily.Native do
 
   @doc "A scalar pred that is computed once every rank has reached the barrier (lazy)."
   def barrier(_comm), do: nif_error()
+
+  @doc "The 128-byte id of a new NCCL clique on `device` (1 + the GPU's index), as a binary."
+  def comm_nccl_id(_device), do: nif_error()
+
+  @doc "Joins the NCCL clique `id` as `rank` of `size` on `device` (dirty I/O: waits for every rank)."
+  def comm_nccl_new(_device, _rank, _size, _id), do: nif_error()
 end

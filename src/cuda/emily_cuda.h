@@ -508,7 +508,7 @@ typedef struct em_cuda_api {
     /* ---- distributed: NCCL (nccl.cu) ----
      * libnccl.so.2 is opened on first use: $EMILY_NCCL_LIB, else the
      * loader's search path, else the lib dir of the nvidia-nccl pip
-     * package; absent, these fail with EM_ERR_UNSUPPORTED naming the paths
+     * package; absent, these fail with EM_ERR_RUNTIME naming the paths
      * tried. nccl_unique_id makes the 128-byte id of a new clique (rank 0
      * does, and sends it to the others); nccl_comm_init joins it as `rank`
      * of `size` on dev (it blocks until every rank has joined);

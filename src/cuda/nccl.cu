@@ -112,7 +112,7 @@ int load() {
         }
     }
     if (!lib.handle)
-        return fail(EM_ERR_UNSUPPORTED,
+        return fail(EM_ERR_RUNTIME,
                     "NCCL is not available: libnccl.so.2 not found (tried %s); "
                     "install it (pip install nvidia-nccl-cu13) or set "
                     "EMILY_NCCL_LIB to its path",

@@ -302,7 +302,9 @@ int nif_io_open_resources(ErlNifEnv *env);
     F(reduce_scatter, 3)                                                       \
     F(comm_send, 3)                                                            \
     F(comm_recv, 4)                                                            \
-    F(barrier, 1)
+    F(barrier, 1)                                                              \
+    F(comm_nccl_id, 1)                                                         \
+    F(comm_nccl_new, 4)
 /* Opens the communicator resource type (called on load and upgrade). */
 int nif_distributed_open_resources(ErlNifEnv *env);
 

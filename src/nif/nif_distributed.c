@@ -12,6 +12,11 @@
  *   reduce_scatter(x, comm, axis), comm_send(x, comm, dest),
  *   comm_recv(comm, source, dtype, shape), barrier(comm)
  *                                     lazy nodes, as every op
+ *   comm_nccl_id(device)              the 128-byte id of a new NCCL clique
+ *                                     (device: 1 + the GPU's index)
+ *   comm_nccl_new(device, rank, size, id)
+ *                                     a communicator through NCCL (dirty
+ *                                     I/O: it waits for every rank)
  *
  * The communicator is a resource; nodes built on it hold their own
  * reference (through a holder input), so a program or a pending array
@@ -66,6 +71,18 @@ static bool get_host(nif_call *c, ERL_NIF_TERM term, const char *arg,
     return true;
 }
 
+static ERL_NIF_TERM make_comm(nif_call *c, em_comm *comm) {
+    nif_comm *res = enif_alloc_resource(nif_comm_type, sizeof *res);
+    if (!res) {
+        em_comm_release(comm);
+        return nif_raise_runtime(c, "out of memory");
+    }
+    res->comm = comm;
+    ERL_NIF_TERM term = enif_make_resource(c->env, res);
+    enif_release_resource(res);
+    return term;
+}
+
 NIF_DECL(comm_listen) {
     nif_call c = NIF_CALL(env, "comm_listen");
     char host[64];
@@ -76,14 +93,9 @@ NIF_DECL(comm_listen) {
     em_status st = em_comm_listen(host, &comm, &port);
     if (st != EM_OK)
         return nif_raise_status(&c, st);
-    nif_comm *res = enif_alloc_resource(nif_comm_type, sizeof *res);
-    if (!res) {
-        em_comm_release(comm);
-        return nif_raise_runtime(&c, "out of memory");
-    }
-    res->comm = comm;
-    ERL_NIF_TERM term = enif_make_resource(env, res);
-    enif_release_resource(res);
+    ERL_NIF_TERM term = make_comm(&c, comm);
+    if (c.raised)
+        return c.raised;
     return enif_make_tuple2(env, term, enif_make_int(env, port));
 }
 
@@ -156,6 +168,55 @@ NIF_DECL(comm_connect) {
         return c.raised;
     return enif_schedule_nif(env, "comm_connect", ERL_NIF_DIRTY_JOB_IO_BOUND,
                              comm_connect_dirty, argc, argv);
+}
+
+NIF_DECL(comm_nccl_id) {
+    nif_call c = NIF_CALL(env, "comm_nccl_id");
+    int device;
+    if (!nif_get_int(&c, argv[0], "device", &device))
+        return c.raised;
+    uint8_t id[EM_NCCL_ID_BYTES];
+    em_status st = em_comm_nccl_unique_id(device, id);
+    if (st != EM_OK)
+        return nif_raise_status(&c, st);
+    ERL_NIF_TERM bin;
+    unsigned char *dst = enif_make_new_binary(env, sizeof id, &bin);
+    if (!dst)
+        return nif_raise_runtime(&c, "out of memory");
+    memcpy(dst, id, sizeof id);
+    return bin;
+}
+
+static ERL_NIF_TERM comm_nccl_new_dirty(ErlNifEnv *env, int argc,
+                                        const ERL_NIF_TERM argv[]) {
+    nif_enter();
+    nif_call c = NIF_CALL(env, "comm_nccl_new");
+    int device, rank, size;
+    ErlNifBinary id;
+    ERL_NIF_TERM result;
+    if (!nif_get_int(&c, argv[0], "device", &device) ||
+        !nif_get_int(&c, argv[1], "rank", &rank) ||
+        !nif_get_int(&c, argv[2], "size", &size)) {
+        result = c.raised;
+    } else if (!enif_inspect_binary(env, argv[3], &id) ||
+               id.size != EM_NCCL_ID_BYTES) {
+        result = nif_raise_bad_arg(&c, "id", "a 128-byte NCCL id", argv[3]);
+    } else {
+        em_comm *comm = NULL;
+        em_status st = em_comm_nccl_new(device, rank, size, id.data, &comm);
+        result = st == EM_OK ? make_comm(&c, comm) : nif_raise_status(&c, st);
+    }
+    nif_leave();
+    return result;
+}
+
+NIF_DECL(comm_nccl_new) {
+    nif_call c = NIF_CALL(env, "comm_nccl_new");
+    int device;
+    if (!nif_get_int(&c, argv[0], "device", &device))
+        return c.raised;
+    return enif_schedule_nif(env, "comm_nccl_new", ERL_NIF_DIRTY_JOB_IO_BOUND,
+                             comm_nccl_new_dirty, argc, argv);
 }
 
 NIF_DECL(comm_info) {
