@@ -66,6 +66,10 @@ Code.require_file("../support/distributed_peers.exs", __DIR__)
       Nx.sum(Distributed.all_sum(x, comm) * w)
     end
 
+    defn gathered_weighted(x, w, comm) do
+      Nx.sum(Distributed.all_gather(x, comm) * w)
+    end
+
     # Collectives inside defn under Emily.Compiler; two communicators give two
     # programs; the gradient of an all_sum is an all_sum.
     def in_defn(nodes) do
@@ -86,8 +90,16 @@ Code.require_file("../support/distributed_peers.exs", __DIR__)
           opts
         ).(t([1.0, 2.0]), t([r + 1.0, 10.0]))
 
+      # d/dx sum(all_gather(x) * w) = reduce_scatter(w)
+      gather_grad =
+        Nx.Defn.jit(fn x, w -> Nx.Defn.grad(x, &gathered_weighted(&1, w, comm)) end, opts).(
+          t([1.0, 2.0]),
+          t([1.0 + r, 2.0 + r, 3.0 + r, 4.0 + r])
+        )
+
       %{
         rank: r,
+        gather_grad: Nx.to_list(gather_grad),
         a: Nx.to_list(a),
         b: Nx.to_list(b),
         c: Nx.to_list(c),
@@ -271,6 +283,8 @@ defmodule Emily.DistributedTest do
       assert res.g == [0.0, 1.0, 1.0, 1.0]
       # d/dx sum(all_sum(x) * w) = all_sum(w)
       assert res.grad == [3.0, 20.0]
+      # d/dx sum(all_gather(x) * w) = reduce_scatter(w): [3, 5, 7, 9] split
+      assert res.gather_grad == Enum.at([[3.0, 5.0], [7.0, 9.0]], res.rank)
       # step on comm, step on comm2, gather_step (the grad jit is separate)
       assert res.misses >= 3
       assert res.hits >= 1
