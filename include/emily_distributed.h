@@ -8,8 +8,12 @@
  * program (em_program_new, Emily.Compiler) may contain them and a compiled
  * training step includes its gradient all-reduce.
  *
- * Transport: plain TCP sockets (the engine does not invent a protocol
- * beyond a small header per message, and brings its own bootstrap: none).
+ * Transport for CPU arrays: plain TCP sockets, with no protocol beyond a
+ * small header per message and no bootstrap of its own. TCP rather than
+ * MPI: ranks are BEAM nodes that anybody starts (no mpirun to launch them,
+ * no MPI runtime to install), and a dead peer must become an error with a
+ * timeout, never MPI's default of aborting every process. GPU arrays use
+ * NCCL (below).
  * Wiring a communicator takes two calls, with the exchange of addresses in
  * between done by the caller (Emily.Distributed does it through Erlang
  * distribution):
