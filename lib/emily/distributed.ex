@@ -244,16 +244,45 @@ defmodule Emily.Distributed do
   @doc """
   The element-wise sum of `tensor` over every rank (same shape and type
   on every rank), bit-identical on every rank. A container (a map or
-  tuple of tensors, e.g. gradients) is summed leaf by leaf, in its
-  traversal order.
+  tuple of tensors, e.g. gradients) is summed as one flat concatenation
+  inside `defn` when its leaves share a type (one collective instead of
+  one per leaf), else leaf by leaf in its traversal order.
   """
   deftransform all_sum(tensor_or_container, comm) do
     comm = comm!(comm, "all_sum")
+    leaves = Nx.Defn.Composite.flatten_list([tensor_or_container])
 
-    Nx.Defn.Composite.traverse(tensor_or_container, fn tensor ->
-      run(%Block.AllSum{comm: comm}, tensor, & &1)
-    end)
+    if bucket?(leaves) do
+      # One collective for the whole container (inside defn, leaves of one
+      # type): a ring pass costs latency per call, and a model's gradients
+      # are many tensors. Summing the concatenation is summing each leaf.
+      flat = leaves |> Enum.map(&Nx.flatten/1) |> Nx.concatenate()
+      summed = run(%Block.AllSum{comm: comm}, flat, & &1)
+
+      {result, _offset} =
+        Nx.Defn.Composite.traverse(tensor_or_container, 0, fn leaf, offset ->
+          size = Nx.size(leaf)
+
+          piece =
+            summed |> Nx.slice([offset], [size]) |> Nx.reshape(leaf.shape, names: leaf.names)
+
+          {piece, offset + size}
+        end)
+
+      result
+    else
+      Nx.Defn.Composite.traverse(tensor_or_container, fn tensor ->
+        run(%Block.AllSum{comm: comm}, tensor, & &1)
+      end)
+    end
   end
+
+  defp bucket?([_, _ | _] = leaves) do
+    Enum.all?(leaves, &match?(%Nx.Tensor{data: %Nx.Defn.Expr{}}, &1)) and
+      leaves |> Enum.map(& &1.type) |> Enum.uniq() |> length() == 1
+  end
+
+  defp bucket?(_leaves), do: false
 
   @doc """
   `all_sum/2` divided by the number of ranks (for floats: the mean of a
