@@ -204,8 +204,13 @@ int nccl_collective(int dev, const em_cuda_nccl *job) {
     ncclDataType_t type;
     int64_t per;
     if (!nccl_type(job->dtype, sum, &type, &per))
-        return fail(EM_ERR_ARGUMENT, "NCCL cannot %s elements of dtype %s",
-                    sum ? "sum" : "move", em_dtype_name((em_dtype)job->dtype));
+        // (the plugin links nothing of the engine: no em_dtype_name here)
+        return fail(EM_ERR_ARGUMENT,
+                    "NCCL cannot %s elements of this dtype (engine dtype %d)%s",
+                    sum ? "sum" : "move", job->dtype,
+                    job->dtype == EM_U16 || job->dtype == EM_S16
+                        ? ": NCCL has no 16-bit integer type to sum"
+                        : "");
     const ncclRedOp_t red = job->dtype == EM_PRED ? ncclMax : ncclSum;
     const size_t count = (size_t)(job->count * per);
     ncclComm_t comm = (ncclComm_t)job->comm;
