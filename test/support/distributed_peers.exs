@@ -32,7 +32,18 @@ defmodule EmilyTest.DistributedPeers do
           name: name,
           host: ~c"127.0.0.1",
           longnames: true,
-          args: paths ++ cookie ++ [~c"-connect_all", ~c"true"]
+          # peers stopping one by one must not make :global disconnect
+          # the survivors (its overlapping-partitions guard, and its log)
+          args:
+            paths ++
+              cookie ++
+              [
+                ~c"-connect_all",
+                ~c"true",
+                ~c"-kernel",
+                ~c"prevent_overlapping_partitions",
+                ~c"false"
+              ]
         })
 
       {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:emily])
