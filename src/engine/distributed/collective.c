@@ -242,10 +242,13 @@ static em_status ring_reduce_scatter(em_comm *comm, const char *op,
     const int n = comm->size, r = comm->rank;
     const size_t es = em_dtype_size(dtype);
     int64_t most = chunk_len(c, 0);
-    char *tmp = malloc((size_t)(most ? most : 1) * es);
-    if (!tmp)
-        return em__fail(EM_ERR_OOM, "distributed %s: out of memory", op);
-    em_status st = EM_OK;
+    /* From the engine's buffer cache: a fresh malloc of a large chunk
+     * would page-fault its way through every call. */
+    em_buffer *scratch = NULL;
+    em_status st = em__buffer_new((size_t)(most ? most : 1) * es, &scratch);
+    if (st != EM_OK)
+        return st;
+    char *tmp = scratch->data;
     for (int s = 0; s < n - 1 && st == EM_OK; s++) {
         int sc = mod(r - s - 1, n), rc = mod(r - s - 2, n);
         st = em__comm_exchange(
@@ -256,7 +259,7 @@ static em_status ring_reduce_scatter(em_comm *comm, const char *op,
             add_into(dtype, data + (size_t)chunk_start(c, rc) * es, tmp,
                      chunk_len(c, rc));
     }
-    free(tmp);
+    em__buffer_release(scratch);
     return st;
 }
 
