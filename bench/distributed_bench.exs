@@ -91,7 +91,7 @@ Code.require_file("../test/support/distributed_peers.exs", __DIR__)
       comm = if nodes, do: Distributed.init(nodes, Keyword.merge([name: :bench_dp], opts[:init]))
       device = opts[:device]
       Nx.default_backend({Emily.Backend, device: device})
-      {rank, size} = if comm, do: {comm.rank, comm.size}, else: {0, 1}
+      size = if comm, do: comm.size, else: 1
       local = div(batch, size)
       key = Nx.Random.key(7)
       {x, key} = Nx.Random.uniform(key, 0.0, 16.0, shape: {local, 64}, type: :f32)
@@ -112,7 +112,6 @@ Code.require_file("../test/support/distributed_peers.exs", __DIR__)
       if comm, do: :ok = Distributed.barrier(comm)
       t0 = System.monotonic_time(:microsecond)
       _ = Enum.reduce(1..steps, p, fn _, p -> run.(p) end)
-      _ = rank
       (System.monotonic_time(:microsecond) - t0) / steps / 1000
     end
   end
