@@ -709,4 +709,45 @@ defmodule Emily.Native do
   row}` tensors of the raw blocks.
   """
   def gguf_get(_file, _name), do: nif_error()
+  # ---- distributed: communicators and collectives (nif_distributed.c) ----
+
+  @doc "A communicator listening on `host` (an IPv4 address string) at a free port: `{comm, port}`."
+  def comm_listen(_host), do: nif_error()
+
+  @doc """
+  Connects the communicator as `rank` of `size` to the listeners
+  `[{host, port}]` (one per rank, this rank's own included); waits for the
+  peers (on a dirty I/O scheduler) up to `timeout_ms`.
+  """
+  def comm_connect(_comm, _rank, _size, _addresses, _timeout_ms), do: nif_error()
+
+  @doc "`{rank, size}` of a communicator (`{0, 0}` until connected)."
+  def comm_info(_comm), do: nif_error()
+
+  @doc "Closes a communicator's sockets: later ops on it raise, peers see the close."
+  def comm_close(_comm), do: nif_error()
+
+  @doc "The element-wise sum of `x` over every rank (lazy)."
+  def all_sum(_x, _comm), do: nif_error()
+
+  @doc "Every rank's `x` concatenated along `axis` in rank order (lazy)."
+  def all_gather(_x, _comm, _axis), do: nif_error()
+
+  @doc "Part `rank` (along `axis`, split in size parts) of the sum of `x` over every rank (lazy)."
+  def reduce_scatter(_x, _comm, _axis), do: nif_error()
+
+  @doc "Sends `x` to rank `dest` when evaluated; the result is `x` (lazy)."
+  def comm_send(_x, _comm, _dest), do: nif_error()
+
+  @doc "Receives a `dtype` tensor of `shape` from rank `source` (lazy)."
+  def comm_recv(_comm, _source, _dtype, _shape), do: nif_error()
+
+  @doc "A scalar pred that is computed once every rank has reached the barrier (lazy)."
+  def barrier(_comm), do: nif_error()
+
+  @doc "The 128-byte id of a new NCCL clique on `device` (1 + the GPU's index), as a binary."
+  def comm_nccl_id(_device), do: nif_error()
+
+  @doc "Joins the NCCL clique `id` as `rank` of `size` on `device` (dirty I/O: waits for every rank)."
+  def comm_nccl_new(_device, _rank, _size, _id), do: nif_error()
 end

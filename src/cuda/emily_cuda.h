@@ -381,6 +381,26 @@ typedef struct em_cuda_affine {
     void *out;            /* dequantize, matmul */
 } em_cuda_affine;
 
+/* Collectives through NCCL (nccl.cu). `count` is in elements of `dtype`
+ * (an em_dtype): of `send` for all_sum, all_gather and send, of `recv` for
+ * reduce_scatter and recv. all_gather's recv holds size * count elements
+ * in rank order; reduce_scatter's send holds size * count. */
+enum em_cuda_nccl_op {
+    EM_CUDA_NCCL_ALL_SUM = 0,
+    EM_CUDA_NCCL_ALL_GATHER = 1,
+    EM_CUDA_NCCL_REDUCE_SCATTER = 2,
+    EM_CUDA_NCCL_SEND = 3,
+    EM_CUDA_NCCL_RECV = 4,
+};
+
+typedef struct em_cuda_nccl {
+    int op, dtype, peer; /* peer: send's destination, recv's source */
+    int64_t count;
+    void *comm; /* from nccl_comm_init */
+    const void *send;
+    void *recv;
+} em_cuda_nccl;
+
 typedef struct em_cuda_api {
     int version; /* EM_CUDA_API_VERSION */
     const char *(*last_error)(void);
@@ -485,6 +505,20 @@ typedef struct em_cuda_api {
     int (*graph_end)(int dev, int keep, void **exec, int64_t *nodes);
     int (*graph_launch)(int dev, void *exec);
     void (*graph_destroy)(int dev, void *exec, void *stream);
+    /* ---- distributed: NCCL (nccl.cu) ----
+     * libnccl.so.2 is opened on first use: $EMILY_NCCL_LIB, else the
+     * loader's search path, else the lib dir of the nvidia-nccl pip
+     * package; absent, these fail with EM_ERR_RUNTIME naming the paths
+     * tried. nccl_unique_id makes the 128-byte id of a new clique (rank 0
+     * does, and sends it to the others); nccl_comm_init joins it as `rank`
+     * of `size` on dev (it blocks until every rank has joined);
+     * nccl_collective queues one operation on the calling thread's current
+     * stream of dev. */
+    int (*nccl_unique_id)(unsigned char id[128]);
+    int (*nccl_comm_init)(int dev, int size, int rank,
+                          const unsigned char id[128], void **comm);
+    void (*nccl_comm_destroy)(void *comm);
+    int (*nccl_collective)(int dev, const em_cuda_nccl *job);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

@@ -475,6 +475,12 @@ static int sdpa(int dev, const em_cuda_sdpa *job) {
     return launch_sdpa(d, job);
 }
 
+int nccl_unique_id(unsigned char id[128]);
+int nccl_comm_init(int dev, int size, int rank, const unsigned char id[128],
+                   void **comm);
+void nccl_comm_destroy(void *comm);
+int nccl_collective(int dev, const em_cuda_nccl *job);
+
 int graph_begin(int dev);
 int graph_end(int dev, int keep, void **exec, int64_t *nodes);
 int graph_launch(int dev, void *exec);
@@ -541,6 +547,11 @@ static const em_cuda_api api = {
     graph_end,
     graph_launch,
     graph_destroy,
+    // distributed: NCCL (nccl.cu)
+    nccl_unique_id,
+    nccl_comm_init,
+    nccl_comm_destroy,
+    nccl_collective,
 };
 
 } // namespace emc

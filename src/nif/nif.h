@@ -291,6 +291,23 @@ void nif_leave(void);
 /* Opens the weight-file resource types (called on load and upgrade). */
 int nif_io_open_resources(ErlNifEnv *env);
 
+/* nif_distributed.c: communicators and collectives (Emily.Distributed). */
+#define NIF_DIST_FUNCS(F)                                                      \
+    F(comm_listen, 1)                                                          \
+    F(comm_connect, 5)                                                         \
+    F(comm_info, 1)                                                            \
+    F(comm_close, 1)                                                           \
+    F(all_sum, 2)                                                              \
+    F(all_gather, 3)                                                           \
+    F(reduce_scatter, 3)                                                       \
+    F(comm_send, 3)                                                            \
+    F(comm_recv, 4)                                                            \
+    F(barrier, 1)                                                              \
+    F(comm_nccl_id, 1)                                                         \
+    F(comm_nccl_new, 4)
+/* Opens the communicator resource type (called on load and upgrade). */
+int nif_distributed_open_resources(ErlNifEnv *env);
+
 /* Programs (nif_compile.c). */
 #define NIF_COMPILE_FUNCS(F)                                                   \
     F(placeholder, 3)                                                          \
@@ -318,6 +335,7 @@ NIF_ATTENTION_FUNCS(NIF_DECLARE)
 NIF_QUANT_FUNCS(NIF_DECLARE)
 NIF_GGML_FUNCS(NIF_DECLARE)
 NIF_IO_FUNCS(NIF_DECLARE)
+NIF_DIST_FUNCS(NIF_DECLARE)
 #undef NIF_DECLARE
 
 /* Generated NIFs (nif_ops.c): one per entry of emily_ops.h's lists, named

@@ -49,7 +49,8 @@ static int open_resources(ErlNifEnv *env) {
     if (!nif_array_type || !nif_stream_type ||
         nif_compile_open_resources(env) != 0 ||
         nif_hooks_open_resources(env) != 0 ||
-        nif_io_open_resources(env) != 0)
+        nif_io_open_resources(env) != 0 ||
+        nif_distributed_open_resources(env) != 0)
         return -1;
 #define NIF_ATOM_INIT(field, text) atoms.field = enif_make_atom(env, text);
     NIF_ATOMS(NIF_ATOM_INIT)
@@ -582,6 +583,7 @@ static ErlNifFunc nif_funcs[] = {
         NIF_COMPILE_FUNCS(NIF_ROW) NIF_FAST_FUNCS(NIF_ROW)
             NIF_ATTENTION_FUNCS(NIF_ROW) NIF_QUANT_FUNCS(NIF_ROW)
                 NIF_GGML_FUNCS(NIF_ROW) NIF_IO_FUNCS(NIF_ROW)
+                    NIF_DIST_FUNCS(NIF_ROW)
             NIF_GENERATED_FUNCS{"build_info", 0, nif_build_info, 0}};
 #undef NIF_ROW
 

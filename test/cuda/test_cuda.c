@@ -1011,6 +1011,7 @@ int main(void) {
     test_streams();
     test_ggml();
     test_cuda_graph();
+    test_distributed();
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
     em_memory_get_device_stats(GPU, &ms);
