@@ -475,6 +475,15 @@ static int sdpa(int dev, const em_cuda_sdpa *job) {
     return launch_sdpa(d, job);
 }
 
+// ---- prefill attention on the tensor cores (attention_prefill.cu) --------
+
+int launch_sdpa_prefill(Device *d, const em_cuda_sdpa *job);
+
+static int sdpa_prefill(int dev, const em_cuda_sdpa *job) {
+    EMC_DEVICE(d, dev);
+    return launch_sdpa_prefill(d, job);
+}
+
 int graph_begin(int dev);
 int graph_end(int dev, int keep, void **exec, int64_t *nodes);
 int graph_launch(int dev, void *exec);
@@ -541,6 +550,8 @@ static const em_cuda_api api = {
     graph_end,
     graph_launch,
     graph_destroy,
+    // prefill attention on the tensor cores (attention_prefill.cu)
+    sdpa_prefill,
 };
 
 } // namespace emc
