@@ -114,9 +114,8 @@ static void attention(em_dtype dt, int64_t lq, int64_t lk, bool causal) {
 /* Prefill attention of other shapes (the tensor-core kernel's head dims
  * and batches: MiniLM is 32 x 12 heads of 32 over 128 tokens). Rows named
  * as in cuda_transformer_torch.py's PREFILL_SHAPES. */
-static void attention_shape(const char *name, em_dtype dt, int64_t b,
-                            int64_t h, int64_t hkv, int64_t l, int64_t d,
-                            bool causal) {
+static void attention_shape(const char *name, em_dtype dt, int64_t b, int64_t h,
+                            int64_t hkv, int64_t l, int64_t d, bool causal) {
     int64_t qs[4] = {b, h, l, d}, ks[4] = {b, hkv, l, d};
     em_array *in[3] = {random_gpu(qs, 4, dt), random_gpu(ks, 4, dt),
                        random_gpu(ks, 4, dt)};

@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(FP_THREADS)
         const int r = c / CH, cc = c % CH;
         const int64_t i = i0 + r;
         const bool ok = i < j.Lq;
-        fp_cp_async16(Qs + r * LD + cc * 8, ok ? qb + i * j.q_st[2] + cc * 8 : qb,
-                      ok);
+        fp_cp_async16(Qs + r * LD + cc * 8,
+                      ok ? qb + i * j.q_st[2] + cc * 8 : qb, ok);
     }
     auto load_kv = [&](int tile, int stage) {
         const int64_t k0 = (int64_t)tile * FP_BN;
@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(FP_THREADS)
         const bool edge = k0 + FP_BN > j.Lk || j.mask_kind != 0 ||
                           (j.causal && k0 + FP_BN - 1 > i0 + rw + shift);
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
+        for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 float x = s[nt][e] * scale_log2;
@@ -224,6 +224,7 @@ __global__ void __launch_bounds__(FP_THREADS)
                 }
                 s[nt][e] = x;
             }
+        }
 
         // online softmax, rows g (e = 0, 1) and g + 8 (e = 2, 3)
 #pragma unroll
@@ -278,9 +279,9 @@ __global__ void __launch_bounds__(FP_THREADS)
     // finish: 1 / l, with a sink exp(m - M) / (l exp(m - M) + exp(sink -
     // M)), M = max(m, sink); 0 for a row that attended to nothing
     const float sink =
-        j.sinks ? DT<DTYPE>::load(((const S *)j.sinks)[h * j.sinks_st]) *
-                      FP_LOG2E
-                : 0.f;
+        j.sinks
+            ? DT<DTYPE>::load(((const S *)j.sinks)[h * j.sinks_st]) * FP_LOG2E
+            : 0.f;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float lr = l[r];
@@ -342,12 +343,12 @@ int launch_sdpa_prefill(Device *d, const em_cuda_sdpa *job) {
         return 0;
     const int64_t qs[4] = {job->B, job->H, job->Lq, job->D},
                   ks[4] = {job->B, job->Hkv, job->Lk, job->D};
-    if ((job->dtype != EM_F16 && job->dtype != EM_BF16) ||
-        job->D != job->Dv || !fp_head_dim(job->D) ||
-        job->nsplit > 1 || job->Hkv <= 0 || job->H % job->Hkv != 0 ||
-        !fp_dense(job->q_st, qs) || !fp_dense(job->k_st, ks) ||
-        !fp_dense(job->v_st, ks) || !fp_aligned(job->q) ||
-        !fp_aligned(job->k) || !fp_aligned(job->v) || !fp_aligned(job->out))
+    if ((job->dtype != EM_F16 && job->dtype != EM_BF16) || job->D != job->Dv ||
+        !fp_head_dim(job->D) || job->nsplit > 1 || job->Hkv <= 0 ||
+        job->H % job->Hkv != 0 || !fp_dense(job->q_st, qs) ||
+        !fp_dense(job->k_st, ks) || !fp_dense(job->v_st, ks) ||
+        !fp_aligned(job->q) || !fp_aligned(job->k) || !fp_aligned(job->v) ||
+        !fp_aligned(job->out))
         return fail(EM_ERR_UNSUPPORTED,
                     "sdpa prefill: no tensor-core kernel for dtype %d, head "
                     "dims %lld / %lld, strided or unaligned operands",

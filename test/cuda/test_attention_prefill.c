@@ -42,22 +42,22 @@ static const prefill_case cases[] = {
     /* tensor-core kernel */
     {"d64_513_causal", 1, 4, 4, 513, 513, 64, 64, true, 0, false, 0, false,
      Q_PLAIN},
-    {"d128_gqa_100x227_causal", 2, 8, 2, 100, 227, 128, 128, true, 0, false,
-     0, false, Q_PLAIN},
+    {"d128_gqa_100x227_causal", 2, 8, 2, 100, 227, 128, 128, true, 0, false, 0,
+     false, Q_PLAIN},
     {"d64_17x70_additive_sinks", 1, 4, 1, 17, 70, 64, 64, false, 1, true, 0,
      false, Q_PLAIN},
-    {"d128_100x131_bool_causal", 1, 2, 2, 100, 131, 128, 128, true, 2, false,
-     0, true, Q_PLAIN},
+    {"d128_100x131_bool_causal", 1, 2, 2, 100, 131, 128, 128, true, 2, false, 0,
+     true, Q_PLAIN},
     {"d64_80x33_causal_lq_gt_lk", 1, 2, 1, 80, 33, 64, 64, true, 0, false, 0,
      false, Q_PLAIN},
-    {"d128_40x300_cache_causal", 1, 4, 2, 40, 300, 128, 128, true, 1, true,
-     512, false, Q_PLAIN},
+    {"d128_40x300_cache_causal", 1, 4, 2, 40, 300, 128, 128, true, 1, true, 512,
+     false, Q_PLAIN},
     {"d128_1000_causal", 1, 2, 1, 1000, 1000, 128, 128, true, 0, false, 0,
      false, Q_PLAIN},
     {"d64_130_q_transposed", 2, 4, 2, 130, 130, 64, 64, false, 0, false, 0,
      false, Q_TRANSPOSED},
-    {"d32_minilm_key_padding", 4, 12, 12, 128, 128, 32, 32, false, 3, false,
-     0, false, Q_PLAIN},
+    {"d32_minilm_key_padding", 4, 12, 12, 128, 128, 32, 32, false, 3, false, 0,
+     false, Q_PLAIN},
     {"d96_33x77_causal", 1, 2, 1, 33, 77, 96, 96, true, 0, false, 0, false,
      Q_PLAIN},
     /* the old tiled kernel */
@@ -65,8 +65,8 @@ static const prefill_case cases[] = {
      Q_PLAIN},
     {"fallback_dv32", 1, 2, 2, 20, 50, 64, 32, false, 2, false, 0, false,
      Q_PLAIN},
-    {"fallback_q_odd_stride", 1, 2, 1, 65, 65, 64, 64, true, 0, false, 0,
-     false, Q_ODD_STRIDE},
+    {"fallback_q_odd_stride", 1, 2, 1, 65, 65, 64, 64, true, 0, false, 0, false,
+     Q_ODD_STRIDE},
 };
 
 static void replace(em_array **a, em_array *b) {
@@ -112,8 +112,7 @@ static void check_dead_row(em_array *gpu, int64_t Dv) {
     int64_t start[4] = {0}, stop[4] = {1, 1, 1, Dv}, step[4] = {1, 1, 1, 1};
     die_on(em_slice(gpu, start, stop, step, &r), "slice");
     die_on(em_as_type(r, EM_F64, &f64), "as_type");
-    bool zero =
-        f64 && em_read(f64, row, sizeof(double) * (size_t)Dv) == EM_OK;
+    bool zero = f64 && em_read(f64, row, sizeof(double) * (size_t)Dv) == EM_OK;
     for (int64_t e = 0; zero && e < Dv; e++)
         zero = row[e] == 0;
     record("attn_prefill", "fully masked row is 0 on the GPU", zero,
@@ -132,8 +131,8 @@ static void check_leading_rows(em_array *gpu, const prefill_case *c) {
     double *vals = malloc(count * sizeof(double));
     die_on(em_slice(gpu, start, stop, step, &r), "slice");
     die_on(em_as_type(r, EM_F64, &f64), "as_type");
-    bool zero = vals && f64 &&
-                em_read(f64, vals, count * sizeof(double)) == EM_OK;
+    bool zero =
+        vals && f64 && em_read(f64, vals, count * sizeof(double)) == EM_OK;
     for (size_t e = 0; zero && e < count; e++)
         zero = vals[e] == 0;
     record("attn_prefill", "causal rows before the first key are 0", zero,

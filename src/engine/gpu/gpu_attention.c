@@ -39,9 +39,9 @@ static bool sdpa_prefill_fits(const em_cuda_sdpa *job, const em_array *q,
            (job->dtype == EM_F16 || job->dtype == EM_BF16) &&
            job->D == job->Dv &&
            (job->D == 32 || job->D == 64 || job->D == 96 || job->D == 128) &&
-           job->B <= 65535 && job->H <= 65535 &&
-           sdpa_rows_dense(q, job->q) && sdpa_rows_dense(k, job->k) &&
-           sdpa_rows_dense(v, job->v) && ((uintptr_t)job->out & 15) == 0;
+           job->B <= 65535 && job->H <= 65535 && sdpa_rows_dense(q, job->q) &&
+           sdpa_rows_dense(k, job->k) && sdpa_rows_dense(v, job->v) &&
+           ((uintptr_t)job->out & 15) == 0;
 }
 
 em_status em__gpu_sdpa_eval(em_array *node) {
@@ -99,8 +99,8 @@ em_status em__gpu_sdpa_eval(em_array *node) {
             job.nsplit = 1;
     }
     /* Prefill (more than SDPA_GPU_DECODE_MAX queries) in f16/bf16 with
-     * head dims 64 or 128 and dense, aligned rows: the tensor-core kernel
-     * (attention_prefill.cu); everything else the tiled kernel above. */
+     * head dims 32, 64, 96 or 128 and dense, aligned rows: the tensor-core
+     * kernel (attention_prefill.cu); everything else the tiled kernel. */
     if (sdpa_prefill_fits(&job, q, k, v) && api->sdpa_prefill) {
         int rc = api->sdpa_prefill(ord, &job);
         return rc ? em__gpu_fail(api, rc, "sdpa prefill") : EM_OK;
