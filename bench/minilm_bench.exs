@@ -52,7 +52,8 @@ end
 if flags[:gpu] do
   # Tokenized once, outside the timed region.
   batch = 32
-  inputs = Bumblebee.apply_tokenizer(tokenizer, texts_of.(batch), length: 128)
+  tokenizer = Bumblebee.configure(tokenizer, length: 128)
+  inputs = Bumblebee.apply_tokenizer(tokenizer, texts_of.(batch))
   {_init, predict} = Axon.build(model.model, mode: :inference)
 
   embed =
