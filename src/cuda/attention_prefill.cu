@@ -11,7 +11,7 @@
 // 16 rows. Keys go by in tiles of 64 that cp.async stages into shared memory,
 // double buffered (the next tile is in flight while this one is used):
 //   S = Q K^T   mma.sync m16n8k16 (f32 accumulators), the Q fragments kept
-//               in registers for the whole walk;
+//               in registers for the whole walk, K's B fragments by ldmatrix;
 //   softmax     in the exp2 domain (the scale and the additive mask are
 //               multiplied by log2 e), the running max and denominator per
 //               row, the denominator kept per thread (a quad shares a row)
@@ -82,8 +82,20 @@ __device__ __forceinline__ uint32_t fp_ld32(const uint16_t *p) {
     return *reinterpret_cast<const uint32_t *>(p);
 }
 
-// Four 8x8 matrices of 16-bit elements, transposed on the way: lanes 8m..8m+7
-// give the row addresses of matrix m, r[m] receives its fragment.
+// Four 8x8 matrices of 16-bit elements: lanes 8m..8m+7 give the row
+// addresses of matrix m, r[m] receives its fragment (lane l: row l / 4,
+// columns 2 (l % 4) and + 1 — the B fragment of K rows as stored).
+__device__ __forceinline__ void fp_ldmatrix_x4(uint32_t r[4],
+                                               const uint16_t *p) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
+                 "{%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+// As fp_ldmatrix_x4, transposed on the way (lane l: column l / 4, rows
+// 2 (l % 4) and + 1 — the B fragment of V rows as stored).
 __device__ __forceinline__ void fp_ldmatrix_x4_trans(uint32_t r[4],
                                                      const uint16_t *p) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(p);
@@ -191,9 +203,14 @@ __global__ void __launch_bounds__(FP_THREADS)
 #pragma unroll
         for (int ks = 0; ks < KS; ks++) {
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const S *kr = Kt + (nt * 8 + g) * LD + ks * 16 + 2 * t4;
-                fp_mma<DTYPE>(s[nt], qf[ks], fp_ld32(kr), fp_ld32(kr + 8));
+            for (int nt = 0; nt < NT; nt += 2) {
+                // keys nt*8.. and (nt+1)*8.., dims ks*16 + 0..7 and 8..15
+                uint32_t bk[4];
+                fp_ldmatrix_x4(
+                    bk, Kt + (nt * 8 + (lane & 7) + (lane >> 4) * 8) * LD +
+                            ks * 16 + ((lane >> 3) & 1) * 8);
+                fp_mma<DTYPE>(s[nt], qf[ks], bk[0], bk[1]);
+                fp_mma<DTYPE>(s[nt + 1], qf[ks], bk[2], bk[3]);
             }
         }
 
