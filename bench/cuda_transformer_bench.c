@@ -111,6 +111,21 @@ static void attention(em_dtype dt, int64_t lq, int64_t lk, bool causal) {
         em_array_release(in[i]);
 }
 
+/* Prefill attention of other shapes (the tensor-core kernel's head dims
+ * and batches: MiniLM is 32 x 12 heads of 32 over 128 tokens). Rows named
+ * as in cuda_transformer_torch.py's PREFILL_SHAPES. */
+static void attention_shape(const char *name, em_dtype dt, int64_t b, int64_t h,
+                            int64_t hkv, int64_t l, int64_t d, bool causal) {
+    int64_t qs[4] = {b, h, l, d}, ks[4] = {b, hkv, l, d};
+    em_array *in[3] = {random_gpu(qs, 4, dt), random_gpu(ks, 4, dt),
+                       random_gpu(ks, 4, dt)};
+    double t = time_op(causal ? op_sdpa_causal : op_sdpa, in);
+    double flops = 4.0 * b * h * l * l * d * (causal ? 0.5 : 1.0);
+    result(name, t, flops / (t * 1e-3) / 1e12, "TFLOP/s");
+    for (int i = 0; i < 3; i++)
+        em_array_release(in[i]);
+}
+
 static void matvec(em_dtype dt, int64_t n, int64_t k) {
     int64_t xs[2] = {1, k}, ws[2] = {n, k};
     em_array *in[2] = {random_gpu(xs, 2, dt), random_gpu(ws, 2, dt)};
@@ -210,6 +225,13 @@ int main(void) {
     attention(EM_BF16, 1, 32768, false);
     attention(EM_BF16, 512, 512, true);
     attention(EM_BF16, 2048, 2048, true);
+    attention_shape("sdpa_prefill_bf16_4096", EM_BF16, 1, 16, 8, 4096, 128,
+                    true);
+    attention_shape("sdpa_prefill_f16_2048", EM_F16, 1, 16, 8, 2048, 128, true);
+    attention_shape("sdpa_prefill_bf16_d64_b4_1024", EM_BF16, 4, 16, 16, 1024,
+                    64, false);
+    attention_shape("sdpa_prefill_bf16_minilm_32x128", EM_BF16, 32, 12, 12, 128,
+                    32, false);
     matvec(EM_BF16, 4096, 4096);
     matvec(EM_BF16, 151936, 1024);
     qmatvec(4, 64, 4096, 4096);

@@ -29,6 +29,14 @@ def gbs(nbytes, ms):
     return nbytes / (ms * 1e-3) / 1e9
 
 
+PREFILL_SHAPES = (
+    ("sdpa_prefill_bf16_4096", "bf16", 1, 16, 8, 4096, 128, True),
+    ("sdpa_prefill_f16_2048", "f16", 1, 16, 8, 2048, 128, True),
+    ("sdpa_prefill_bf16_d64_b4_1024", "bf16", 4, 16, 16, 1024, 64, False),
+    ("sdpa_prefill_bf16_minilm_32x128", "bf16", 32, 12, 12, 128, 32, False),
+)
+
+
 def torch_cases():
     for name in ("f32", "bf16"):
         dt = DT[name]
@@ -57,6 +65,15 @@ def torch_cases():
         else:
             flops = 4.0 * 16 * lq * lk * 128 * (0.5 if causal else 1.0)
             yield f"sdpa_prefill_{name}_{lq}", (t, flops / (t * 1e-3) / 1e12, "TFLOP/s")
+    # other prefill shapes (cuda_transformer_bench.c's attention_shape rows)
+    for row, name, b, h, hkv, l, d, causal in PREFILL_SHAPES:
+        dt = DT[name]
+        q = rand(b, h, l, d, dtype=dt)
+        k, v = rand(b, hkv, l, d, dtype=dt), rand(b, hkv, l, d, dtype=dt)
+        fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+        t = median_ms(fn)
+        flops = 4.0 * b * h * l * l * d * (0.5 if causal else 1.0)
+        yield row, (t, flops / (t * 1e-3) / 1e12, "TFLOP/s")
     for n, k in ((4096, 4096), (151936, 1024)):
         x, w = rand(1, k, dtype=torch.bfloat16), rand(n, k, dtype=torch.bfloat16)
         t = median_ms(lambda: x @ w.t())

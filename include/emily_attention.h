@@ -40,6 +40,10 @@
  * decoding, same semantics; Dv up to 256 and (16 + 32) * D + 32 * Dv
  * compute elements of shared memory per block (D = Dv = 256 in f64 fits an
  * H100/H200), beyond which the GPU eval fails with EM_ERR_UNSUPPORTED.
+ * Prefill (Lq > 16) in f16/bf16 with D == Dv in {32, 64, 96, 128} and
+ * dense rows runs a flash-attention kernel on the tensor cores instead
+ * (src/cuda/attention_prefill.cu): f32 scores and accumulation, the
+ * softmax weights rounded to the input type before they multiply V.
  *
  * Gradients: em_vjp differentiates q, k, v, an additive mask and the
  * sinks (composed from ordinary ops: the scores are recomputed); a

@@ -7,7 +7,8 @@
 # $EXSTAGE (made by scripts/pack_device_elixir.sh) it also runs the ExUnit
 # GPU tests, and takes the libraries from there.
 # TEST_CUDA=0, EXUNIT=0, DEMOS=0 leave those parts out; MODELS=1 adds the
-# Bumblebee models (with EXSTAGE). Logs go to $OUT (or ./out).
+# Bumblebee models (with EXSTAGE), MINILM=1 the MiniLM GPU benchmark (with
+# EXSTAGE). Logs go to $OUT (or ./out).
 set -uo pipefail
 OUT=${OUT:-out}
 mkdir -p "$OUT"
@@ -111,4 +112,23 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$BIN/cuda_graph_bench" ]; then
   echo "== cuda_graph_bench"
   timeout "${BENCH_TIMEOUT:-240}" "$BIN/cuda_graph_bench" 2>&1 | tee "$OUT/cuda_graph_bench.log"
+fi
+# Transformer kernels (norms, softmax, attention decode and prefill,
+# matvecs) against PyTorch in the same call (when built: make
+# build/cuda_transformer_bench).
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$BIN/cuda_transformer_bench" ]; then
+  echo "== cuda_transformer_bench"
+  PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-240}" python3 bench/cuda_transformer_torch.py "$BIN/cuda_transformer_bench" 2>&1 | tee "$OUT/cuda_transformer_bench.log" | grep -v "^RESULT"
+fi
+# all-MiniLM-L6-v2 batch 32 x 128 on the GPU against PyTorch eager and
+# torch.compile (MINILM=1, with EXSTAGE and the model in $EMILY_MODELS or
+# ~/.cache/emily/models; the tokenizer outside the timed region on both).
+if [ "${MINILM:-0}" = 1 ] && [ -n "${EXSTAGE:-}" ]; then
+  for args in "--gpu" "--gpu --bf16" "--gpu --bf16 --graph" "--gpu --stock"; do
+    echo "== bench/minilm_bench.exs $args"
+    ex -e 'Application.ensure_all_started(:emily); Application.ensure_all_started(:bumblebee); Code.eval_file("bench/minilm_bench.exs")' \
+      $args 2>&1 | tail -4
+  done
+  echo "== bench/minilm_torch.py"
+  timeout "${BENCH_TIMEOUT:-240}" python3 bench/minilm_torch.py ${EMILY_MODELS:+$EMILY_MODELS/all-minilm-l6-v2} 2>&1 | tail -12
 fi

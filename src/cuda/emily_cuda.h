@@ -519,6 +519,13 @@ typedef struct em_cuda_api {
                           const unsigned char id[128], void **comm);
     void (*nccl_comm_destroy)(void *comm);
     int (*nccl_collective)(int dev, const em_cuda_nccl *job);
+    /* prefill attention on the tensor cores (attention_prefill.cu): an
+     * em_cuda_sdpa job of f16 or bf16 with D == Dv in {32, 64, 96, 128},
+     * nsplit 1,
+     * rows dense (last stride 1, the others multiples of 8 elements) and
+     * q, k, v, out 16-byte aligned; anything else fails with
+     * EM_ERR_UNSUPPORTED (gpu_attention.c sends only such jobs). */
+    int (*sdpa_prefill)(int dev, const em_cuda_sdpa *job);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

@@ -480,6 +480,14 @@ int nccl_comm_init(int dev, int size, int rank, const unsigned char id[128],
                    void **comm);
 void nccl_comm_destroy(void *comm);
 int nccl_collective(int dev, const em_cuda_nccl *job);
+// ---- prefill attention on the tensor cores (attention_prefill.cu) --------
+
+int launch_sdpa_prefill(Device *d, const em_cuda_sdpa *job);
+
+static int sdpa_prefill(int dev, const em_cuda_sdpa *job) {
+    EMC_DEVICE(d, dev);
+    return launch_sdpa_prefill(d, job);
+}
 
 int graph_begin(int dev);
 int graph_end(int dev, int keep, void **exec, int64_t *nodes);
@@ -552,6 +560,8 @@ static const em_cuda_api api = {
     nccl_comm_init,
     nccl_comm_destroy,
     nccl_collective,
+    // prefill attention on the tensor cores (attention_prefill.cu)
+    sdpa_prefill,
 };
 
 } // namespace emc

@@ -105,5 +105,7 @@ void test_ggml(void);   /* test_ggml.c: ggml block formats */
 void test_cuda_graph(void); /* test_cuda_graph.c: programs as CUDA graphs */
 void test_attention(void); /* test_attention.c: em_sdpa */
 void test_distributed(void); /* test_distributed.c: collectives, NCCL */
+/* test_attention_prefill.c: tensor-core prefill attention */
+void test_attention_prefill(void);
 
 #endif

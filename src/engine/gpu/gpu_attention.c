@@ -3,7 +3,9 @@
  * read in place through their strides, the mask's broadcast as zero
  * strides) and picks the schedule: a few queries over many keys split the
  * keys into chunks (flash-decoding; the plugin combines them), anything
- * else runs the tiled kernel over query blocks.
+ * else runs the tiled kernel over query blocks, or, for prefill in f16/bf16
+ * with head dims 32/64/96/128 and dense aligned rows, the tensor-core flash
+ * kernel (attention_prefill.cu).
  */
 #include "../cuda/emily_cuda.h"
 #include "internal.h"
@@ -12,6 +14,35 @@
 /* Blocks below which the decode schedule splits the keys further. */
 #define SDPA_GPU_BLOCKS 512
 #define SDPA_GPU_MIN_CHUNK 256
+
+/* Query counts up to this go to the decode kernels (attention.cu, the
+ * split-key schedule); above it the tensor-core prefill kernel may take
+ * the job. */
+#define SDPA_GPU_DECODE_MAX 16
+
+/* The last axis contiguous, the others multiples of 8 elements (16 bytes
+ * of f16/bf16: cp.async's unit) unless of extent 1, the data 16-byte
+ * aligned. */
+static bool sdpa_rows_dense(const em_array *a, const void *data) {
+    if (a->strides[3] != 1 || ((uintptr_t)data & 15) != 0)
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (a->shape[i] != 1 && a->strides[i] % 8 != 0)
+            return false;
+    return true;
+}
+
+/* What attention_prefill.cu handles (the plugin checks it again). */
+static bool sdpa_prefill_fits(const em_cuda_sdpa *job, const em_array *q,
+                              const em_array *k, const em_array *v) {
+    return job->Lq > SDPA_GPU_DECODE_MAX && job->nsplit == 1 &&
+           (job->dtype == EM_F16 || job->dtype == EM_BF16) &&
+           job->D == job->Dv &&
+           (job->D == 32 || job->D == 64 || job->D == 96 || job->D == 128) &&
+           job->B <= 65535 && job->H <= 65535 && sdpa_rows_dense(q, job->q) &&
+           sdpa_rows_dense(k, job->k) && sdpa_rows_dense(v, job->v) &&
+           ((uintptr_t)job->out & 15) == 0;
+}
 
 em_status em__gpu_sdpa_eval(em_array *node) {
     const em_cuda_api *api;
@@ -66,6 +97,13 @@ em_status em__gpu_sdpa_eval(em_array *node) {
         job.nsplit = want < most ? want : most;
         if (job.nsplit < 1)
             job.nsplit = 1;
+    }
+    /* Prefill (more than SDPA_GPU_DECODE_MAX queries) in f16/bf16 with
+     * head dims 32, 64, 96 or 128 and dense, aligned rows: the tensor-core
+     * kernel (attention_prefill.cu); everything else the tiled kernel. */
+    if (sdpa_prefill_fits(&job, q, k, v) && api->sdpa_prefill) {
+        int rc = api->sdpa_prefill(ord, &job);
+        return rc ? em__gpu_fail(api, rc, "sdpa prefill") : EM_OK;
     }
     int rc = api->sdpa(ord, &job);
     return rc ? em__gpu_fail(api, rc, "sdpa") : EM_OK;
