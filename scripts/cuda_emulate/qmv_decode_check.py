@@ -4,7 +4,7 @@
     python3 scripts/cuda_emulate/qmv_decode_check.py   (needs g++ and numpy)
 
 Cuts the device functions that read and decode one 32-weight unit out of
-src/cuda/qmv_ops.cuh (load_span, word_at, bytes_to_floats, ...),
+src/cuda/qmv.cuh (load_span, word_at, bytes_to_floats, ...),
 src/cuda/ggml_matvec.cu (Unit<T>::load / decode for every ggml block
 format) and src/cuda/quant_matvec.cu (unpack_codes), compiles them as host
 C++ with stand-ins for the CUDA intrinsics they use (__ldg, __byte_perm,
@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
 
 def main():
     code = (SHIM
-            + cut("qmv_ops.cuh", "template <int N>\n__device__ __forceinline__ void load_span",
+            + cut("qmv.cuh", "template <int N>\n__device__ __forceinline__ void load_span",
                   "// Two elements of dtype D")
             + cut("ggml_matvec.cu", "// Four bytes' low (high) nibbles",
                   "template <int T, int D, int MAXM>\n__global__")

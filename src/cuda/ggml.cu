@@ -11,7 +11,7 @@
 // to f32 in stream-ordered scratch, multiplied by cuBLAS (gemm.cu) as
 // out^T (rows, m) = W_tile (rows, k) @ x^T so that each tile's results are
 // contiguous, then transposed into out in x's dtype.
-#include "qmv_ops.cuh"
+#include "qmv.cuh"
 
 #include "emily_ggml.h"
 

@@ -1,6 +1,6 @@
 // ggml_matvec.cu — x @ W^T for 1..QMV_MAX_M rows of x read straight from
 // ggml's blocks (layouts: include/emily_ggml.h), the layout of
-// qmv_ops.cuh: a lane takes a 32-weight unit (a whole block of the
+// qmv.cuh: a lane takes a 32-weight unit (a whole block of the
 // 32-weight formats, a sub-block of the 256-weight k-quants), loads the
 // bytes it needs as aligned words (blocks are 18..210 bytes, so a block
 // rarely starts on a word), and turns the quants into floats with byte
@@ -12,7 +12,7 @@
 // dequantized weight w = a * q + b: q4_0 a = d, q - 8; q4_1 a = d, b = m;
 // q4_k a = d * sc, b = -(dmin * mn) (each product rounded as the CPU
 // does); q6_k has a scale per 16 weights (a[0], a[1]).
-#include "qmv_ops.cuh"
+#include "qmv.cuh"
 
 #include "emily_ggml.h"
 

@@ -12,7 +12,7 @@
 //   dequantize + GEMM):
 //     transpose: quant_matvec.cu (warps stream the weight rows).
 //     else:     one thread per output column n, walking the K rows of w.
-#include "qmv_ops.cuh"
+#include "qmv.cuh"
 
 namespace emc {
 

@@ -1,12 +1,12 @@
 // quant_matvec.cu — out (m, n) = x (m, k) @ D^T for 1..QMV_MAX_M rows of x
 // and the affine-quantized D (n, k) (include/emily_quant.h), the layout of
-// qmv_ops.cuh: a lane takes a 32-code unit, which is exactly `bits` words
+// qmv.cuh: a lane takes a 32-code unit, which is exactly `bits` words
 // of the row (128-bit loads for 4 and 8 bits when the weights are 16-byte
 // aligned), decodes the codes with shifts and byte permutes into floats
 // (no integer-to-float conversion) and adds s * sum(q x) + b * sum(x) per
 // row of x: the CPU's formula (src/engine/quant/affine.c), with group
 // scale s and bias b (a unit never straddles groups: 32 | group_size).
-#include "qmv_ops.cuh"
+#include "qmv.cuh"
 
 namespace emc {
 

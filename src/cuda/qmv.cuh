@@ -1,4 +1,4 @@
-// qmv_ops.cuh — what the quantized matrix-vector kernels share
+// qmv.cuh — what the quantized matrix-vector kernels share
 // (ggml_matvec.cu for ggml's blocks, quant_matvec.cu for the affine
 // format): a warp-per-row work layout over "units" of 32 consecutive
 // weights of a row, byte spans read with aligned 32-bit loads whatever
@@ -17,7 +17,6 @@
 // w = a * q + b, the same dequantized values as the CPU (the sums run in
 // another order, which the tests' tolerances allow).
 //
-// (Named *_ops.cuh so that the Makefile's object rule depends on it.)
 #pragma once
 
 #include "common.cuh"
