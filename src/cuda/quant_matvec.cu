@@ -64,7 +64,7 @@ __device__ __forceinline__ void load_words(const uint32_t *w, bool vec, uint32_t
 }
 
 template <int D, int BITS, int MAXM>
-__global__ void __launch_bounds__(QMV_WARPS * 32, MAXM == 1 ? 4 : 2)
+__global__ void __launch_bounds__(QMV_WARPS * 32, MAXM == 1 ? 3 : 2)
     affine_matvec_kernel(em_cuda_affine j, int wpr, bool wvec, bool xvec) {
     using S = typename DT<D>::S;
     const int64_t K = j.k, N = j.n, W = K * BITS / 32, G = K / j.group_size;
