@@ -174,15 +174,17 @@ template <> struct Unit<EM_GGML_Q6_K> {
     }
 };
 
+// Three CTAs per SM (80 registers) for one row of x; two for more rows
+// and for q5_k, whose decoder needs more registers (no spills either way).
 template <int T, int D, int MAXM>
-__global__ void __launch_bounds__(QMV_WARPS * 32, MAXM == 1 ? 3 : 2)
+__global__ void __launch_bounds__(QMV_WARPS * 32, MAXM == 1 && T != EM_GGML_Q5_K ? 3 : 2)
     ggml_matvec_kernel(const uint8_t *__restrict__ raw,
                        const typename DT<D>::S *__restrict__ x,
                        typename DT<D>::S *__restrict__ out, int64_t rows, int64_t k,
                        int m, int wpr, bool xvec) {
     using U = Unit<T>;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t row = (int64_t)blockIdx.x * (QMV_WARPS / wpr) + warp / wpr;
+    const int64_t row = (int64_t)blockIdx.x * ((blockDim.x >> 5) / wpr) + warp / wpr;
     const int part = warp % wpr;
     float acc[MAXM];
 #pragma unroll
@@ -211,17 +213,16 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, MAXM == 1 ? 3 : 2)
 
 template <int T, int D, int MAXM>
 int launch(Device *d, const em_cuda_ggml *job) {
-    const int wpr = qmv_warps_per_row(d, job->rows, job->k / 32);
-    const int64_t per_cta = QMV_WARPS / wpr;
-    const int64_t grid = (job->rows + per_cta - 1) / per_cta;
+    const QmvShape shape = qmv_shape(d, job->rows, job->k / 32);
+    const int64_t grid = shape.grid(job->rows);
     if (grid > 0x7fffffff)
         return fail(EM_ERR_ARGUMENT, "ggml_matmul: %lld weight rows is too many",
                     (long long)job->rows);
     const bool xvec = ((uintptr_t)job->x & 15) == 0;
     using S = typename DT<D>::S;
-    ggml_matvec_kernel<T, D, MAXM><<<(unsigned)grid, QMV_WARPS * 32, 0, d->stream>>>(
+    ggml_matvec_kernel<T, D, MAXM><<<(unsigned)grid, shape.threads(), 0, d->stream>>>(
         (const uint8_t *)job->raw, (const S *)job->x, (S *)job->out, job->rows, job->k,
-        (int)job->m, wpr, xvec);
+        (int)job->m, shape.wpr, xvec);
     EMC_LAUNCHED("ggml matvec kernel");
     return 0;
 }

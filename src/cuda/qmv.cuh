@@ -5,9 +5,9 @@
 // the blocks' alignment, codes turned into floats without the
 // quarter-rate integer-to-float conversion, and x read as 16-byte vectors.
 //
-// Work layout (both formats): a CTA of QMV_WARPS warps serves
-// QMV_WARPS / wpr weight rows, wpr warps per row (split-K inside the CTA,
-// chosen by qmv_warps_per_row so that small matrices still fill the GPU).
+// Work layout (both formats): a CTA of up to QMV_WARPS warps serves
+// rows_per_cta weight rows, wpr warps per row (split-K inside the CTA;
+// qmv_shape picks both so that small matrices still fill the GPU).
 // Lane l of warp p of a row takes units p * 32 + l, then + 32 * wpr, ...:
 // a warp reads a contiguous stretch of the row per step. Each lane sums
 // its units into one f32 per row of x; the warp reduces by shuffles, the
@@ -28,19 +28,30 @@ namespace emc {
 constexpr int QMV_WARPS = 8;    // warps per CTA
 constexpr int QMV_MAX_M = 16;   // rows of x the matrix-vector kernels take
 
-// Warps per weight row (1, 2, 4 or 8): enough warps in flight to cover
-// every SM several times, never more than the row has 32-unit steps.
 // The kernels' entry points: x (m, k) @ W^T for 1 <= m <= QMV_MAX_M.
 int ggml_matvec(Device *d, const em_cuda_ggml *job);    // ggml_matvec.cu
 int affine_matvec(Device *d, const em_cuda_affine *j); // quant_matvec.cu
 
-inline int qmv_warps_per_row(const Device *d, int64_t rows, int64_t units) {
+// The launch shape: wpr warps per weight row (1, 2, 4 or 8: enough warps
+// in flight to cover every SM several times, never more than the row has
+// 32-unit steps) and rows per CTA (QMV_WARPS / wpr, halved while that
+// leaves fewer than two CTAs per SM: small matrices, SmolLM2's 576-row
+// layers, spread over every SM instead of filling a few).
+struct QmvShape {
+    int wpr, rows_per_cta;
+    int threads() const { return 32 * wpr * rows_per_cta; }
+    int64_t grid(int64_t rows) const { return (rows + rows_per_cta - 1) / rows_per_cta; }
+};
+inline QmvShape qmv_shape(const Device *d, int64_t rows, int64_t units) {
     const int64_t steps = (units + 31) / 32;
     const int64_t want = (int64_t)d->sms * 48;
-    int wpr = 1;
-    while (wpr < QMV_WARPS && 2 * wpr <= steps && rows * wpr < want)
-        wpr *= 2;
-    return wpr;
+    QmvShape s{1, QMV_WARPS};
+    while (s.wpr < QMV_WARPS && 2 * s.wpr <= steps && rows * s.wpr < want)
+        s.wpr *= 2;
+    s.rows_per_cta = QMV_WARPS / s.wpr;
+    while (s.rows_per_cta > 1 && s.grid(rows) < 2 * (int64_t)d->sms)
+        s.rows_per_cta /= 2;
+    return s;
 }
 
 // The N bytes at p (any alignment) as little-endian words c[0..]: the

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, MAXM == 1 ? 3 : 2)
     using S = typename DT<D>::S;
     const int64_t K = j.k, N = j.n, W = K * BITS / 32, G = K / j.group_size;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t n = (int64_t)blockIdx.x * (QMV_WARPS / wpr) + warp / wpr;
+    const int64_t n = (int64_t)blockIdx.x * ((blockDim.x >> 5) / wpr) + warp / wpr;
     const int part = warp % wpr;
     const int m = (int)j.m;
     const S *x = (const S *)j.x;
@@ -115,16 +115,15 @@ __global__ void __launch_bounds__(QMV_WARPS * 32, MAXM == 1 ? 3 : 2)
 }
 
 template <int D, int BITS, int MAXM> int launch(Device *d, const em_cuda_affine *j) {
-    const int wpr = qmv_warps_per_row(d, j->n, j->k / 32);
-    const int64_t per_cta = QMV_WARPS / wpr;
-    const int64_t grid = (j->n + per_cta - 1) / per_cta;
+    const QmvShape shape = qmv_shape(d, j->n, j->k / 32);
+    const int64_t grid = shape.grid(j->n);
     if (grid > 0x7fffffff)
         return fail(EM_ERR_ARGUMENT, "quantized_matmul: %lld weight rows is too many",
                     (long long)j->n);
     const bool wvec = ((uintptr_t)j->wq & 15) == 0;
     const bool xvec = ((uintptr_t)j->x & 15) == 0;
     affine_matvec_kernel<D, BITS, MAXM>
-        <<<(unsigned)grid, QMV_WARPS * 32, 0, d->stream>>>(*j, wpr, wvec, xvec);
+        <<<(unsigned)grid, shape.threads(), 0, d->stream>>>(*j, shape.wpr, wvec, xvec);
     EMC_LAUNCHED("quantized_matmul matvec kernel");
     return 0;
 }

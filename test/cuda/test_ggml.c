@@ -10,7 +10,8 @@
  * and m > 1 are separate instantiations), m = 17 the decode + cuBLAS
  * path. Shapes: k = 576 (SmolLM2's hidden size: rows whose blocks start
  * on no 16-byte boundary; 32-weight formats only), k = 8192 with few rows
- * (several warps per row, reduced through shared memory), and x at an
+ * (several warps per row, reduced through shared memory), 1101 rows of
+ * k = 1024 (several rows per CTA, the last CTA partly idle), and x at an
  * odd element offset (the kernels' unvectorized loads of x).
  */
 #include "cuda_test.h"
@@ -137,7 +138,7 @@ static void check_matmul(int type, em_array *raw, em_array *raw_gpu,
 }
 
 void test_ggml(void) {
-    static const int64_t shapes[][2] = {{37, 512}, {5, 768}, {9, 576}, {3, 8192}};
+    static const int64_t shapes[][2] = {{37, 512}, {5, 768}, {9, 576}, {3, 8192}, {1101, 1024}};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             const int64_t n = shapes[s][0], k = shapes[s][1];

@@ -9,8 +9,9 @@
  * and 20 (dequantize + cuBLAS): ||gpu - cpu|| / ||cpu|| (different summation
  * orders, f32 accumulation on both sides, f16/bf16 rounded once at the end).
  * Then x @ D^T for long rows and few of them (K = 8192: several warps per
- * row, reduced through shared memory) and short ones (K = 96: a partial
- * step), x fresh or at an odd element offset (unvectorized loads).
+ * row, reduced through shared memory), short ones (K = 96: a partial
+ * step), 1031 rows of K = 2048 (several rows and warps per row in a CTA),
+ * x fresh or at an odd element offset (unvectorized loads).
  */
 #include "cuda_test.h"
 #include "emily_quant.h"
@@ -92,6 +93,9 @@ static void test_quant_matvec_shapes(void) {
             check_matvec_shape(dts[di], bits, 64, 33, 576, 9, true);
         }
         check_matvec_shape(dts[di], 8, 64, 7, 4096, 1, true);
+        /* 2 warps per row, 2 rows per CTA, the last CTA half idle */
+        check_matvec_shape(dts[di], 4, 64, 1031, 2048, 1, false);
+        check_matvec_shape(dts[di], 4, 64, 1031, 2048, 3, false);
         check_matvec_shape(dts[di], 8, 32, 70, 1536, 16, false);
     }
 }
