@@ -104,6 +104,11 @@ $(BUILD)/src/cuda/%.o: src/cuda/%.cu src/cuda/emily_cuda.h src/cuda/common.cuh s
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
+# The quantized matrix-vector kernels' shared header (wt-quant): only the
+# files that include it depend on it.
+$(BUILD)/src/cuda/ggml.o $(BUILD)/src/cuda/ggml_matvec.o $(BUILD)/src/cuda/quant.o \
+    $(BUILD)/src/cuda/quant_matvec.o: src/cuda/qmv.cuh
+
 # The fused kernels are compiled at run time by NVRTC from the same op
 # headers as the kernels above, shipped inside the plugin as strings; NVRTC
 # also needs the toolkit's headers (cuda_fp16.h, libcu++), found at run time

@@ -2,7 +2,9 @@
 # on Emily (Emily.Bumblebee.GGUF, Emily.Compiler), greedy, batch 1: prompt
 # processing (one new token) and decoding (64 new tokens: no end-of-sequence
 # token, so every run generates them all), median of 5 after a warm-up. The llama.cpp counterpart on
-# the same file is bench/smollm2_llama_cpp.py.
+# the same file is bench/smollm2_llama_cpp.py; with --gpu (weights and the
+# compiled decode on the GPU), PyTorch on the dequantized weights is
+# bench/smollm2_torch.py.
 #
 #   mix run bench/smollm2_bench.exs [--gpu] [--stock] [--all-kernels]
 
@@ -17,6 +19,19 @@ device = if flags[:gpu], do: :gpu, else: :cpu
 Nx.global_default_backend({Emily.Backend, device: device})
 path = Path.join(Examples.Models.dir!("smollm2"), "SmolLM2-135M-Instruct.Q4_1.gguf")
 {:ok, model_info} = Emily.Bumblebee.GGUF.load_model(path)
+
+# --gpu: the weights move to the GPU once (the file's tensors are read on
+# the CPU; the quantized matrices stay ggml blocks and run through the GPU's
+# matrix-vector kernels), so that no step copies them.
+model_info =
+  if device == :gpu do
+    params = model_info.params
+    on_gpu = Nx.backend_copy(params.data, {Emily.Backend, device: :gpu})
+    %{model_info | params: %{params | data: on_gpu}}
+  else
+    model_info
+  end
+
 # As the demo runs it (Emily.Bumblebee.FastKernels: RMS norms, and on the GPU
 # rotary embeddings and attention too); --all-kernels: all three on the CPU
 # too; --stock: Bumblebee's graph.

@@ -94,8 +94,10 @@ em_status em_ggml_dequantize(em_array *raw, int type, int64_t k,
  * them into every row of x, threaded over weight rows (an AVX2+FMA kernel
  * picked at run time, else a portable one compiled for AVX-512, AVX2 and
  * the baseline); more rows decode tiles of weight rows into an f32
- * scratch multiplied by OpenBLAS's sgemm. On a GPU: a warp per weight row
- * for up to 8 rows of x, else decoded f32 tiles through cuBLAS. The
+ * scratch multiplied by OpenBLAS's sgemm. On a GPU: up to 16 rows of x,
+ * warps stream the weight rows (a lane per 32 weights, split-K over up to
+ * 8 warps per row: src/cuda/ggml_matvec.cu), else decoded f32 tiles
+ * through cuBLAS. The
  * result equals the f32 dot product of x with the dequantized weights up
  * to f32 summation order: |err| <= ~K * 2^-23 * sum|x_k w_k| per output.
  */

@@ -74,10 +74,11 @@ em_status em_dequantize(em_array *wq, em_array *scales, em_array *biases,
  * (..., N) in that dtype. The weights are 2-D (batched weights are
  * rejected). Accumulation is f32.
  *
- * GPU (the CUDA plugin): up to 8 rows of x, one warp per output row
- * (transpose true; 128-bit loads for 4 and 8 bits) or one thread per output
- * column (false); more rows: the weights dequantized in x's dtype, then the
- * GEMM path (cuBLAS, f32 accumulation).
+ * GPU (the CUDA plugin): up to 16 rows of x, warps streaming the weight
+ * rows (transpose true: a lane per 32 codes, 128-bit loads for 4 and 8
+ * bits, split-K over up to 8 warps per row; src/cuda/quant_matvec.cu) or
+ * one thread per output column (false); more rows: the weights dequantized
+ * in x's dtype, then the GEMM path (cuBLAS, f32 accumulation).
  *
  * CPU kernels: for M = rows of x up to 8 (decoding) a matrix-vector kernel
  * streams the packed words once, unpacking them in vector registers

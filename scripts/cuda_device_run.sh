@@ -132,3 +132,25 @@ if [ "${MINILM:-0}" = 1 ] && [ -n "${EXSTAGE:-}" ]; then
   echo "== bench/minilm_torch.py"
   timeout "${BENCH_TIMEOUT:-240}" python3 bench/minilm_torch.py ${EMILY_MODELS:+$EMILY_MODELS/all-minilm-l6-v2} 2>&1 | tail -12
 fi
+# Quantized matrix-vector products (wt-quant, issue 16): ggml blocks and
+# the affine format against the copy rate (when built: make
+# build/cuda_quant_bench); SMOLLM2=1 adds the SmolLM2-135M Q4_1 figure:
+# Emily (bench/smollm2_bench.exs --gpu, with $EXSTAGE) and PyTorch on the
+# dequantized weights (bench/smollm2_torch.py), both reading
+# $EMILY_MODELS/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf (default
+# ~/.cache/emily/models).
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$BIN/cuda_quant_bench" ]; then
+  echo "== cuda_quant_bench"
+  timeout "${BENCH_TIMEOUT:-240}" "$BIN/cuda_quant_bench" 2>&1 | tee "$OUT/cuda_quant_bench.log"
+fi
+if [ "${SMOLLM2:-0}" = 1 ]; then
+  if [ -n "${EXSTAGE:-}" ]; then
+    echo "== bench/smollm2_bench.exs --gpu"
+    ex -e 'Application.ensure_all_started(:emily); Application.ensure_all_started(:bumblebee); Code.eval_file("bench/smollm2_bench.exs")' \
+      --gpu 2>&1 | tee "$OUT/smollm2_bench.log" | tail -8
+  fi
+  echo "== bench/smollm2_torch.py"
+  timeout "${BENCH_TIMEOUT:-240}" python3 bench/smollm2_torch.py \
+    --gguf "${EMILY_MODELS:-$HOME/.cache/emily/models}/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" \
+    2>&1 | tee "$OUT/smollm2_torch.log" | tail -12
+fi

@@ -6,14 +6,12 @@
 // intrinsics (__fmul_rn, __fadd_rn) so that nvcc cannot contract them into
 // FMAs: dequantization is bit-exact with the CPU and with ggml.
 //
-// Matrix products: up to 8 rows of x (decoding), a warp per weight row;
-// lane l takes the row's 32-weight groups l, l + 32, ..., decodes each
-// weight once and multiplies it into every row of x, accumulating in f32;
-// the warp then sums its lanes (shuffles). More rows: tiles of W decoded
+// Matrix products: up to QMV_MAX_M (16) rows of x (decoding) in
+// ggml_matvec.cu's kernels, which stream the blocks. More rows: tiles of W decoded
 // to f32 in stream-ordered scratch, multiplied by cuBLAS (gemm.cu) as
 // out^T (rows, m) = W_tile (rows, k) @ x^T so that each tile's results are
 // contiguous, then transposed into out in x's dtype.
-#include "common.cuh"
+#include "qmv.cuh"
 
 #include "emily_ggml.h"
 
@@ -117,50 +115,6 @@ __global__ void dequantize_kernel(const uint8_t *__restrict__ raw, int64_t n,
     }
 }
 
-constexpr int MATVEC_MAX_ROWS = 8;
-constexpr int WARPS_PER_BLOCK = 8;
-
-// A warp per weight row; x (m, k) and out (m, rows) in dtype D.
-template <int T, int D>
-__global__ void matvec_kernel(const uint8_t *__restrict__ raw,
-                              const typename DT<D>::S *__restrict__ x,
-                              typename DT<D>::S *__restrict__ out, int64_t rows,
-                              int64_t k, int m) {
-    constexpr int BE = Block<T>::elems, BB = Block<T>::bytes;
-    const int lane = threadIdx.x % 32;
-    const int64_t row = blockIdx.x * (int64_t)WARPS_PER_BLOCK + threadIdx.x / 32;
-    if (row >= rows)
-        return;
-    const uint8_t *base = raw + row * (k / BE * BB);
-    float acc[MATVEC_MAX_ROWS];
-#pragma unroll
-    for (int i = 0; i < MATVEC_MAX_ROWS; i++)
-        acc[i] = 0.0f;
-    const int64_t groups = k / 32;
-    for (int64_t u = lane; u < groups; u += 32) {
-        const uint8_t *blk = base + (u * 32 / BE) * BB;
-        const int g = (int)(u * 32 % BE) / 32;
-#pragma unroll
-        for (int i = 0; i < 32; i++) {
-            const float w = weight<T>(blk, g, i);
-#pragma unroll
-            for (int r = 0; r < MATVEC_MAX_ROWS; r++)
-                if (r < m)
-                    acc[r] = fmaf(w, (float)DT<D>::load(x[r * k + u * 32 + i]), acc[r]);
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < MATVEC_MAX_ROWS; r++) {
-        if (r >= m)
-            break;
-        float v = acc[r];
-        for (int off = 16; off > 0; off /= 2)
-            v += __shfl_xor_sync(0xffffffffu, v, off);
-        if (lane == 0)
-            out[r * rows + row] = DT<D>::store((typename DT<D>::C)v);
-    }
-}
-
 // x (m, k) of dtype D -> f32.
 template <int D>
 __global__ void widen_kernel(const typename DT<D>::S *__restrict__ x, float *out,
@@ -259,15 +213,8 @@ int ggml_matmul(int dev, const em_cuda_ggml *job) {
     return with_ggml_type(job->type, [&]<int T>() -> int {
         return with_float_dtype(job->dtype, false, [&]<int D>() -> int {
             using S = typename DT<D>::S;
-            if (m <= MATVEC_MAX_ROWS) {
-                const int64_t blocks = (rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
-                matvec_kernel<T, D><<<(unsigned)blocks, 32 * WARPS_PER_BLOCK, 0,
-                                      d->stream>>>((const uint8_t *)job->raw,
-                                                   (const S *)job->x, (S *)job->out,
-                                                   rows, k, (int)m);
-                EMC_LAUNCHED("ggml matvec kernel");
-                return 0;
-            }
+            if (m <= QMV_MAX_M)
+                return ggml_matvec(d, job);
             // x as f32, W in f32 tiles, out^T (rows, m) in f32.
             int64_t tile = TILE_BYTES / (k * 4);
             if (tile < 1)

@@ -8,18 +8,15 @@
 //               words (a group starts on a word boundary).
 //   dequantize: one thread per value; q * s and + b rounded separately
 //               (__fmul_rn/__fadd_rn: no FMA contraction), as the CPU.
-//   matmul (the engine sends m <= 8 here; larger m is dequantize + GEMM):
-//     transpose: one warp per output row n. Lane l takes the 32-code blocks
-//               l, l + 32, ... of row n (a block is `bits` words, so the
-//               warp reads consecutive memory), with 128-bit loads when
-//               bits is 4 or 8 and the row is 16-byte aligned; per block
-//               s * sum(x q) + b * sum(x); a shuffle reduction per row of x.
+//   matmul (the engine sends m <= QMV_MAX_M = 16 here; larger m is
+//   dequantize + GEMM):
+//     transpose: quant_matvec.cu (warps stream the weight rows).
 //     else:     one thread per output column n, walking the K rows of w.
-#include "common.cuh"
+#include "qmv.cuh"
 
 namespace emc {
 
-constexpr int QMM_MAX_M = 8;
+constexpr int QMM_MAX_M = QMV_MAX_M;
 
 __device__ __forceinline__ uint32_t code_at(const uint32_t *row, int64_t i, int bits) {
     const int64_t bit = i * bits;
@@ -97,82 +94,6 @@ __global__ void dequantize_kernel(em_cuda_affine j) {
     }
 }
 
-// The 32 codes of a block (`bits` words at w) into q.
-template <int BITS> __device__ __forceinline__ void unpack_block(const uint32_t *w, float *q) {
-#pragma unroll
-    for (int i = 0; i < 32; i++) {
-        const int bit = i * BITS, wo = bit >> 5, s = bit & 31;
-        uint32_t v = w[wo] >> s;
-        if (s + BITS > 32)
-            v |= w[wo + 1] << (32 - s);
-        q[i] = (float)(v & ((1u << BITS) - 1));
-    }
-}
-
-// transpose: out (m, n) = x (m, k) @ D^T, D (n, k); one warp per row n.
-template <int D, int BITS, bool VEC>
-__global__ void qmv_rows_kernel(em_cuda_affine j) {
-    using T = DT<D>;
-    using S = typename T::S;
-    const int64_t K = j.k, N = j.n, W = K * BITS / 32, G = K / j.group_size;
-    const int64_t blocks = K / 32;
-    const int lane = threadIdx.x & 31;
-    const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
-    const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    const S *x = (const S *)j.x;
-    for (int64_t n = warp; n < N; n += warps) {
-        const uint32_t *row = (const uint32_t *)j.wq + n * W;
-        float acc[QMM_MAX_M];
-#pragma unroll
-        for (int m = 0; m < QMM_MAX_M; m++)
-            acc[m] = 0.0f;
-        for (int64_t blk = lane; blk < blocks; blk += 32) {
-            uint32_t w[BITS + 1];
-            const uint32_t *src = row + blk * BITS;
-            if constexpr (VEC) {
-                // BITS is 4 or 8: the block is 1 or 2 aligned uint4.
-#pragma unroll
-                for (int v = 0; v < BITS / 4; v++) {
-                    const uint4 u = __ldg((const uint4 *)src + v);
-                    w[4 * v] = u.x;
-                    w[4 * v + 1] = u.y;
-                    w[4 * v + 2] = u.z;
-                    w[4 * v + 3] = u.w;
-                }
-            } else {
-#pragma unroll
-                for (int v = 0; v < BITS; v++)
-                    w[v] = __ldg(src + v);
-            }
-            w[BITS] = 0;
-            float q[32];
-            unpack_block<BITS>(w, q);
-            const int64_t g = n * G + blk * 32 / j.group_size;
-            const float s = T::load(((const S *)j.scales)[g]);
-            const float b = T::load(((const S *)j.biases)[g]);
-            for (int m = 0; m < j.m; m++) {
-                const S *xb = x + m * K + blk * 32;
-                float dq = 0.0f, sx = 0.0f;
-#pragma unroll
-                for (int i = 0; i < 32; i++) {
-                    const float xv = T::load(xb[i]);
-                    dq = fmaf(xv, q[i], dq);
-                    sx += xv;
-                }
-                acc[m] += s * dq + b * sx;
-            }
-        }
-        for (int m = 0; m < j.m; m++) {
-            float v = acc[m];
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1)
-                v += __shfl_xor_sync(0xffffffffu, v, off);
-            if (lane == 0)
-                ((S *)j.out)[m * N + n] = T::store(v);
-        }
-    }
-}
-
 // not transpose: out (m, n) = x (m, k) @ D, D (k, n) quantized along n;
 // one thread per column n.
 template <int D>
@@ -200,22 +121,6 @@ __global__ void qmv_cols_kernel(em_cuda_affine j) {
     }
 }
 
-template <int D, int BITS>
-static int launch_rows(Device *d, const em_cuda_affine *j) {
-    const bool vec = (BITS == 4 || BITS == 8) && ((uintptr_t)j->wq & 15) == 0;
-    const unsigned grid = grid_for(d, j->n * 32, 256);
-    if constexpr (BITS == 4 || BITS == 8) {
-        if (vec) {
-            qmv_rows_kernel<D, BITS, true><<<grid, 256, 0, d->stream>>>(*j);
-            EMC_LAUNCHED("quantized_matmul kernel");
-            return 0;
-        }
-    }
-    qmv_rows_kernel<D, BITS, false><<<grid, 256, 0, d->stream>>>(*j);
-    EMC_LAUNCHED("quantized_matmul kernel");
-    return 0;
-}
-
 template <int D>
 static int launch_typed(Device *d, const em_cuda_affine *j) {
     switch (j->op) {
@@ -237,22 +142,7 @@ static int launch_typed(Device *d, const em_cuda_affine *j) {
             EMC_LAUNCHED("quantized_matmul kernel");
             return 0;
         }
-        switch (j->bits) {
-        case 2:
-            return launch_rows<D, 2>(d, j);
-        case 3:
-            return launch_rows<D, 3>(d, j);
-        case 4:
-            return launch_rows<D, 4>(d, j);
-        case 5:
-            return launch_rows<D, 5>(d, j);
-        case 6:
-            return launch_rows<D, 6>(d, j);
-        case 8:
-            return launch_rows<D, 8>(d, j);
-        default:
-            return fail(EM_ERR_ARGUMENT, "quantized_matmul: bits %d", j->bits);
-        }
+        return affine_matvec(d, j);
     default:
         return fail(EM_ERR_ARGUMENT, "affine quantization: unknown op %d", j->op);
     }

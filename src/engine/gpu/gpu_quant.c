@@ -92,7 +92,7 @@ em_status em__gpu_dequantize_eval(em_array *node) {
 /* Rows of x up to which the plugin's matrix-vector kernels run; above,
  * the weights are dequantized (in x's dtype) and multiplied by the GEMM
  * path (cuBLAS, f32 accumulation). */
-#define GPU_QMV_MAX_M 8
+#define GPU_QMV_MAX_M 16
 
 em_status em__gpu_quantized_matmul_eval(em_array *node) {
     const em_cuda_api *api;
