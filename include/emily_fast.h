@@ -73,6 +73,37 @@ typedef struct em_rope_options {
 em_status em_rope(em_array *x, em_array *offset, const em_rope_options *opts,
                   em_array **out);
 
+/* ---- decode-path kernels (issue 16): inference only, no vjp (grad
+ * through them fails with "no gradient rule for fast_linear") ---- */
+
+/* Options of em_fast_linear; the zero value is a plain product. */
+typedef struct em_fast_linear_options {
+    /* RMS-norm prologue: x is replaced by x * rsqrt(mean(x^2) + eps) *
+     * norm_weight (norm_weight of shape (K) and x's dtype, or NULL for no
+     * scaling), over x's last axis, kept in the compute type (not rounded
+     * to x's dtype as em_rms_norm's output would be). */
+    bool norm;
+    em_array *norm_weight;
+    double eps;
+    /* Gated product (SwiGLU): with gate (N, K) of w's dtype, the result is
+     * silu(x @ gate^T) * (x @ w^T), silu(g) = g / (1 + exp(-g)). NULL:
+     * x @ w^T. */
+    em_array *gate;
+    /* Added to the result: shape x's leading axes and N, x's dtype. NULL:
+     * nothing. */
+    em_array *residual;
+} em_fast_linear_options;
+
+/* out = epilogue(prologue(x) @ w^T): the decode step's matrix-vector
+ * products fused with what surrounds them. x (..., K) and w (N, K) (the
+ * checkpoint layout: a row per output) of one float dtype; out (..., N) of
+ * that dtype. Products and epilogue accumulate in f32 (f64 for f64) and
+ * round once. On the GPU the weight rows are streamed once with 16-byte
+ * loads, for every row of x (meant for a few rows: decode batches). opts
+ * may be NULL. */
+em_status em_fast_linear(em_array *x, em_array *w,
+                         const em_fast_linear_options *opts, em_array **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -106,3 +106,21 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$BIN/cuda_graph_bench" ]; then
   echo "== cuda_graph_bench"
   timeout "${BENCH_TIMEOUT:-240}" "$BIN/cuda_graph_bench" 2>&1 | tee "$OUT/cuda_graph_bench.log"
 fi
+# ---- decode path (issue 16 item 2; make build/qwen3_decode_bench
+# build/cuda_transformer_bench). The Qwen3-shaped decode step with a KV
+# cache against PyTorch: batches at cache 512, then the cache curve at
+# batch 1 (DECODE_B / DECODE_L / DECODE_CURVE_L override; DECODE=0 skips).
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ "${DECODE:-1}" = 1 ] && [ -x "$BIN/qwen3_decode_bench" ]; then
+  for grid in "${DECODE_B:-1,4,16} 512" "1 ${DECODE_CURVE_L:-128,2048,8192}"; do
+    echo "== qwen3_decode_bench B L = $grid"
+    PYTHONUNBUFFERED=1 timeout "${DECODE_TIMEOUT:-400}" python3 bench/qwen3_decode_torch.py \
+      "$BIN/qwen3_decode_bench" $grid 2>&1 | tee -a "$OUT/qwen3_decode.log" | grep -v "^RESULT"
+  done
+fi
+# The transformer kernels against PyTorch (SDPA decode rows: the decode
+# kernel of attention_decode.cu).
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ "${DECODE:-1}" = 1 ] && [ -x "$BIN/cuda_transformer_bench" ]; then
+  echo "== cuda_transformer_bench"
+  PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-240}" python3 bench/cuda_transformer_torch.py \
+    "$BIN/cuda_transformer_bench" 2>&1 | tee "$OUT/cuda_transformer.log" | grep -v "^RESULT"
+fi

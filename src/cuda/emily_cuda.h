@@ -304,6 +304,9 @@ typedef struct em_cuda_im2col {
  * boolean one is pred (mask_kind 1 / 2, 0: none); sinks (H) that dtype or
  * NULL. nsplit > 1 splits the keys into that many chunks (decode) whose
  * partial results the plugin combines (its own stream-ordered scratch). */
+/* Query positions up to which em_sdpa counts as decode (sdpa_decode); the
+ * prefill kernels take longer queries. */
+#define EM_CUDA_SDPA_DECODE_MAX_LQ 16
 typedef struct em_cuda_sdpa {
     int dtype, causal, mask_kind;
     int64_t B, H, Hkv, Lq, Lk, D, Dv, nsplit;
@@ -361,6 +364,20 @@ typedef struct em_cuda_fast_rope {
     const float *freqs; /* dims/2 periods on the device, or NULL: base */
     void *out;
 } em_cuda_fast_rope;
+
+/* Decode-path fused matrix-vector product (decode.cu; ops/fast_decode.c's
+ * semantics): out (M, N) = [silu(xn gate^T) *] (xn w^T) [+ residual], xn =
+ * x (M, K) or its RMS-normed rows (norm: x * rsqrt(mean(x^2) + eps) *
+ * norm_weight, norm_weight NULL for none). w and gate (N, K), residual (M,
+ * N); all row-major and contiguous, one dtype: f16, bf16, f32 (f32
+ * compute) or f64. */
+typedef struct em_cuda_linear {
+    int dtype, norm;
+    int64_t M, N, K;
+    double eps;
+    const void *x, *w, *norm_weight, *gate, *residual;
+    void *out;
+} em_cuda_linear;
 /* Affine quantization (quant.cu; formats of include/emily_quant.h). dtype:
  * of w / scales / biases / x / out (f32, f16 or bf16), all row-major.
  *   op 0 quantize:   w (rows, len) -> wq (rows, len*bits/32), scales,
@@ -485,6 +502,16 @@ typedef struct em_cuda_api {
     int (*graph_end)(int dev, int keep, void **exec, int64_t *nodes);
     int (*graph_launch)(int dev, void *exec);
     void (*graph_destroy)(int dev, void *exec, void *stream);
+    /* ---- decode path (issue 16 item 2, attention_decode.cu) ---- */
+    /* em_sdpa for Lq <= EM_CUDA_SDPA_DECODE_MAX_LQ: flash-decoding over
+     * grouped heads. Takes f16, bf16, f32; D == Dv in {64, 128, 256}; K and
+     * V with unit stride along the head dimension and 16-byte aligned rows
+     * (the engine routes anything else to sdpa, and this fails with
+     * EM_ERR_UNSUPPORTED naming the reason). Chooses its own key split
+     * (job->nsplit is ignored) and combines the chunks itself. */
+    int (*sdpa_decode)(int dev, const em_cuda_sdpa *job);
+    /* em_fast_linear (decode.cu). */
+    int (*fast_linear)(int dev, const em_cuda_linear *job);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

@@ -475,6 +475,22 @@ static int sdpa(int dev, const em_cuda_sdpa *job) {
     return launch_sdpa(d, job);
 }
 
+// ---- decode path (attention_decode.cu) -------------------------------------
+
+int launch_sdpa_decode(Device *d, const em_cuda_sdpa *job);
+
+static int sdpa_decode(int dev, const em_cuda_sdpa *job) {
+    EMC_DEVICE(d, dev);
+    return launch_sdpa_decode(d, job);
+}
+
+int launch_fast_linear(Device *d, const em_cuda_linear *job);
+
+static int fast_linear(int dev, const em_cuda_linear *job) {
+    EMC_DEVICE(d, dev);
+    return launch_fast_linear(d, job);
+}
+
 int graph_begin(int dev);
 int graph_end(int dev, int keep, void **exec, int64_t *nodes);
 int graph_launch(int dev, void *exec);
@@ -541,6 +557,9 @@ static const em_cuda_api api = {
     graph_end,
     graph_launch,
     graph_destroy,
+    // decode path (attention_decode.cu)
+    sdpa_decode,
+    fast_linear,
 };
 
 } // namespace emc

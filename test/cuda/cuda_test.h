@@ -104,5 +104,7 @@ void test_quant(void);  /* test_quant.c: affine quantization */
 void test_ggml(void);   /* test_ggml.c: ggml block formats */
 void test_cuda_graph(void); /* test_cuda_graph.c: programs as CUDA graphs */
 void test_attention(void); /* test_attention.c: em_sdpa */
+void test_attention_decode(void); /* test_attention_decode.c: em_sdpa, Lq <= 16 */
+void test_decode(void); /* test_decode.c: em_fast_linear (decode path) */
 
 #endif

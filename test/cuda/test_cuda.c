@@ -1005,6 +1005,8 @@ int main(void) {
     test_quant();
     test_fusion();
     test_attention();
+    test_attention_decode();
+    test_decode();
     test_threads();
     test_while();
     test_in_range();

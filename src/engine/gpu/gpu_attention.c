@@ -1,8 +1,10 @@
 /*
  * gpu_attention.c — em_sdpa on the GPU: fills the plugin's job (operands
  * read in place through their strides, the mask's broadcast as zero
- * strides) and picks the schedule: a few queries over many keys split the
- * keys into chunks (flash-decoding; the plugin combines them), anything
+ * strides) and picks the schedule: up to EM_CUDA_SDPA_DECODE_MAX_LQ
+ * queries go to the grouped-head decode kernel (attention_decode.cu) when
+ * K / V allow 16-byte loads; otherwise a few queries over many keys split
+ * the keys into chunks (flash-decoding; the plugin combines them), anything
  * else runs the tiled kernel over query blocks.
  */
 #include "../cuda/emily_cuda.h"
@@ -12,6 +14,26 @@
 /* Blocks below which the decode schedule splits the keys further. */
 #define SDPA_GPU_BLOCKS 512
 #define SDPA_GPU_MIN_CHUNK 256
+
+/* Whether attention_decode.cu's kernel takes the job: f16 / bf16 / f32,
+ * equal head dimensions of 64, 128 or 256, grouped heads, K and V
+ * contiguous along the head dimension with 16-byte aligned rows (it reads
+ * them with 16-byte loads). The plugin checks the same and fails clearly. */
+static bool sdpa_decode_fits(const em_cuda_sdpa *j) {
+    if (j->dtype != EM_F16 && j->dtype != EM_BF16 && j->dtype != EM_F32)
+        return false;
+    if (j->D != j->Dv || (j->D != 64 && j->D != 128 && j->D != 256))
+        return false;
+    if (j->Hkv < 1 || j->H % j->Hkv || j->B > 65535 || j->Hkv > 65535)
+        return false;
+    const int64_t vec = 16 / (int64_t)em_dtype_size(j->dtype);
+    if (j->k_st[3] != 1 || j->v_st[3] != 1)
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (j->k_st[i] % vec || j->v_st[i] % vec)
+            return false;
+    return (uintptr_t)j->k % 16 == 0 && (uintptr_t)j->v % 16 == 0;
+}
 
 em_status em__gpu_sdpa_eval(em_array *node) {
     const em_cuda_api *api;
@@ -57,6 +79,13 @@ em_status em__gpu_sdpa_eval(em_array *node) {
         const em_array *s = node->inputs[next++];
         job.sinks = em__data(s);
         job.sinks_st = s->strides[0];
+    }
+    /* Decode (Lq <= EM_CUDA_SDPA_DECODE_MAX_LQ): the grouped-head
+     * flash-decoding kernel (attention_decode.cu) where its layout
+     * conditions hold, else the general kernel below. */
+    if (job.Lq <= EM_CUDA_SDPA_DECODE_MAX_LQ && sdpa_decode_fits(&job)) {
+        int rc = api->sdpa_decode(ord, &job);
+        return rc ? em__gpu_fail(api, rc, "sdpa") : EM_OK;
     }
     job.nsplit = 1;
     if (job.Lq <= 16 && job.Lk >= 2 * SDPA_GPU_MIN_CHUNK) {
