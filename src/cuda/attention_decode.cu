@@ -70,7 +70,7 @@ __device__ __forceinline__ void dec_merge(float &m, float &l, float *acc,
     const float M = m2 > m ? m2 : m;
     if (M == -INFINITY)
         return;
-    const float a = __expf(m - M), b = __expf(m2 - M);
+    const float a = expf(m - M), b = expf(m2 - M);
     l = l * a + l2 * b;
 #pragma unroll
     for (int e = 0; e < PER; e++)
@@ -217,12 +217,12 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
                 if (s != -INFINITY) { // else weight 0: nothing changes
                     float p, corr;
                     if (s > m[r]) { // the max grows: rescale what came before
-                        corr = __expf(m[r] - s);
+                        corr = expf(m[r] - s);
                         p = 1.f;
                         m[r] = s;
                     } else { // one exponential per key and row either way
                         corr = 1.f;
-                        p = __expf(s - m[r]);
+                        p = expf(s - m[r]);
                     }
                     l[r] = l[r] * corr + p;
 #pragma unroll
@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
                 const float mw = red[w][r][HD];
                 if (mw == -INFINITY)
                     continue;
-                const float f = __expf(mw - M);
+                const float f = expf(mw - M);
                 L += red[w][r][HD + 1] * f;
                 A += red[w][r][e] * f;
             }
@@ -320,7 +320,7 @@ __global__ void sdpa_decode_combine_kernel(em_cuda_sdpa j,
         for (int64_t c = 0; c < ns; c++) {
             const float mc = p[c * (Dv + 2)];
             if (mc != -INFINITY)
-                L += p[c * (Dv + 2) + 1] * __expf(mc - M);
+                L += p[c * (Dv + 2) + 1] * expf(mc - M);
         }
     const float f =
         dec_factor(M, L, j.sinks != nullptr, dec_sink<DTYPE>(j, h));
@@ -331,7 +331,7 @@ __global__ void sdpa_decode_combine_kernel(em_cuda_sdpa j,
             for (int64_t c = 0; c < ns; c++) {
                 const float mc = p[c * (Dv + 2)];
                 if (mc != -INFINITY)
-                    a += p[c * (Dv + 2) + 2 + e] * __expf(mc - M);
+                    a += p[c * (Dv + 2) + 2 + e] * expf(mc - M);
             }
         o[e] = DT<DTYPE>::store(a * f);
     }

@@ -8,6 +8,10 @@
  *   fast_rope(x, offset, freqs | nil, dims, traditional, base, scale)
  *       offset: a 0-d s32/s64 tensor; freqs: 1-D f32 periods (MLX's
  *       convention) or nil for base
+ *   fast_linear(x, w, norm, norm_weight | nil, eps, gate | nil,
+ *               residual | nil)
+ *       the decode path's fused matrix-vector product (em_fast_linear):
+ *       norm a boolean (the RMS prologue), w and gate {n, k}
  */
 #include "emily_fast.h"
 #include "nif.h"
@@ -85,4 +89,20 @@ NIF_DECL(fast_rope) {
         !get_number(&c, argv[6], "scale", &o.scale))
         return c.raised;
     return nif_result(&c, em_rope(x, offset, &o, &out), &out);
+}
+
+NIF_DECL(fast_linear) {
+    nif_call c = NIF_CALL(env, "fast_linear");
+    em_array *x, *w, *out;
+    em_fast_linear_options o;
+    memset(&o, 0, sizeof o);
+    if (!nif_get_array(&c, argv[0], "x", &x) ||
+        !nif_get_array(&c, argv[1], "w", &w) ||
+        !nif_get_bool(&c, argv[2], "norm", &o.norm) ||
+        !get_optional_array(&c, argv[3], "norm_weight", &o.norm_weight) ||
+        !get_number(&c, argv[4], "eps", &o.eps) ||
+        !get_optional_array(&c, argv[5], "gate", &o.gate) ||
+        !get_optional_array(&c, argv[6], "residual", &o.residual))
+        return c.raised;
+    return nif_result(&c, em_fast_linear(x, w, &o, &out), &out);
 }

@@ -1,0 +1,45 @@
+defmodule Emily.Fast.FastLinearTest do
+  # Emily.Native.fast_linear (em_fast_linear, the decode path's fused
+  # matrix-vector product) against the same formula composed in Nx.
+  use ExUnit.Case, async: true
+
+  defp emily(t), do: Nx.backend_transfer(t, Emily.Backend)
+
+  defp native_result(ref, shape) do
+    ref |> Emily.to_binary() |> Nx.from_binary(:f32) |> Nx.reshape(shape)
+  end
+
+  setup do
+    x = Nx.sin(Nx.multiply(Nx.iota({3, 16}, type: :f32), 0.37))
+    w = Nx.cos(Nx.multiply(Nx.iota({5, 16}, type: :f32), 0.11))
+    g = Nx.sin(Nx.add(Nx.multiply(Nx.iota({5, 16}, type: :f32), 0.23), 1.0))
+    nw = Nx.add(1.0, Nx.multiply(0.1, Nx.cos(Nx.iota({16}, type: :f32))))
+    r = Nx.multiply(Nx.iota({3, 5}, type: :f32), 0.5)
+    %{x: x, w: w, g: g, nw: nw, r: r}
+  end
+
+  test "norm prologue, SiLU gate and residual match the composed ops", c do
+    eps = 1.0e-6
+    ms = Nx.mean(Nx.multiply(c.x, c.x), axes: [-1], keep_axes: true)
+    xn = c.x |> Nx.multiply(Nx.rsqrt(Nx.add(ms, eps))) |> Nx.multiply(c.nw)
+    h = Nx.dot(xn, Nx.transpose(c.w))
+    gg = Nx.dot(xn, Nx.transpose(c.g))
+    expected = gg |> Nx.multiply(Nx.sigmoid(gg)) |> Nx.multiply(h) |> Nx.add(c.r)
+
+    [x, w, g, nw, r] = Enum.map([c.x, c.w, c.g, c.nw, c.r], &emily(&1).data.ref)
+    got = native_result(Emily.Native.fast_linear(x, w, true, nw, eps, g, r), {3, 5})
+    assert Nx.all_close(got, expected, atol: 1.0e-5, rtol: 1.0e-5) |> Nx.to_number() == 1
+
+    plain = native_result(Emily.Native.fast_linear(x, w, false, nil, 0.0, nil, nil), {3, 5})
+    assert Nx.all_close(plain, Nx.dot(c.x, Nx.transpose(c.w)), atol: 1.0e-5) |> Nx.to_number() == 1
+  end
+
+  test "the engine validates the shapes", c do
+    x = emily(c.x).data.ref
+    wt = emily(Nx.transpose(c.w)).data.ref
+
+    assert_raise ArgumentError, ~r/fast_linear: x f32\[3\]\[16\]/, fn ->
+      Emily.Native.fast_linear(x, wt, false, nil, 0.0, nil, nil)
+    end
+  end
+end
