@@ -25,7 +25,8 @@
  *   fuse+graph   the same, cuda_graph = true (one cudaGraphLaunch)
  *   fast+graph   the fused decode path (decoder_fast: em_fast_linear with
  *                norm prologues, SiLU-gate and residual epilogues, weights
- *                a row per output), fuse and cuda_graph
+ *                a row per output; em_fast_heads for the q/k norms and
+ *                RoPE), fuse and cuda_graph
  *
  *   make -j2 cuda build/qwen3_decode_bench && build/qwen3_decode_bench
  *   python3 bench/qwen3_decode_torch.py build/qwen3_decode_bench
@@ -166,9 +167,10 @@ static void decoder(em_array *const *in, int64_t B, em_array **out) {
 
 /* The same step on the fused decode path: em_fast_linear with the RMS
  * norm folded in as a prologue (q/k/v in one product, gate and up in one
- * with the SiLU epilogue, the LM head), the residual adds as epilogues,
- * attention through em_sdpa (the grouped-head decode kernel). q/k norms,
- * RoPE and the cache writes stay separate ops. */
+ * with the SiLU epilogue, the LM head), the residual adds as epilogues;
+ * em_fast_heads splits q / k / v into heads with the q/k norms and RoPE;
+ * attention through em_sdpa (the grouped-head decode kernel). The cache
+ * writes stay em_dynamic_put_slice (a copy of each cache per step). */
 static void decoder_fast(em_array *const *in, int64_t B, em_array **out) {
     pool *pl = calloc(1, sizeof *pl);
     if (!pl) {
@@ -180,23 +182,30 @@ static void decoder_fast(em_array *const *in, int64_t B, em_array **out) {
     em_array *h = in[0], *pos = in[1], *starts = in[2];
     for (int l = 0; l < LAYERS; l++) {
         layer_weights *w = &layers[l];
-        em_array *qkv, *parts[3], *kc, *vc, *a, *back, *flat, *res, *gu,
-            *res2;
+        em_array *qkv, *kc, *vc, *a, *back, *flat, *res, *gu, *res2;
         em_fast_linear_options pre = {
             .norm = true, .norm_weight = w->norm1, .eps = 1e-6};
         check(em_fast_linear(h, w->t_qkv, &pre, &qkv), "fast_linear");
         keep(pl, qkv);
-        const int64_t bounds[4] = {0, H * HD, (H + HKV) * HD,
-                                   (H + 2 * HKV) * HD};
-        for (int i = 0; i < 3; i++) {
-            int64_t start[3] = {0, 0, bounds[i]},
-                    stop[3] = {B, 1, bounds[i + 1]}, step[3] = {1, 1, 1};
-            check(em_slice(qkv, start, stop, step, &parts[i]), "slice");
-            keep(pl, parts[i]);
-        }
-        em_array *q = heads_of(pl, parts[0], B, H, w->q_norm, pos);
-        em_array *k = heads_of(pl, parts[1], B, HKV, w->k_norm, pos);
-        em_array *v = heads_of(pl, parts[2], B, HKV, NULL, NULL);
+        /* q, k (normed, rotated) and v in the attention layout, straight
+         * from the stacked product: one kernel each */
+        em_array *q, *k, *v;
+        em_rope_options rope = {.dims = HD, .base = 1e6};
+        em_fast_heads_options hq = {.head_dim = HD, .first = 0, .count = H,
+                                    .norm = true, .norm_weight = w->q_norm,
+                                    .eps = 1e-6, .offset = pos, .rope = rope};
+        em_fast_heads_options hk = hq, hv = {.head_dim = HD,
+                                             .first = H + HKV,
+                                             .count = HKV};
+        hk.first = H;
+        hk.count = HKV;
+        hk.norm_weight = w->k_norm;
+        check(em_fast_heads(qkv, &hq, &q), "fast_heads");
+        check(em_fast_heads(qkv, &hk, &k), "fast_heads");
+        check(em_fast_heads(qkv, &hv, &v), "fast_heads");
+        keep(pl, q);
+        keep(pl, k);
+        keep(pl, v);
         check(em_dynamic_put_slice(in[3 + 2 * l], starts, k, &kc), "put");
         check(em_dynamic_put_slice(in[4 + 2 * l], starts, v, &vc), "put");
         out[1 + 2 * l] = kc;

@@ -104,6 +104,34 @@ typedef struct em_fast_linear_options {
 em_status em_fast_linear(em_array *x, em_array *w,
                          const em_fast_linear_options *opts, em_array **out);
 
+/* Options of em_fast_heads. */
+typedef struct em_fast_heads_options {
+    /* x's last axis is a row of heads of head_dim features; the result
+     * takes heads [first, first + count). */
+    int64_t head_dim, first, count;
+    /* Per-head RMS norm over head_dim (Qwen3's q/k norms): x * rsqrt(mean
+     * (x^2) + eps) * norm_weight (shape (head_dim), x's dtype; NULL: no
+     * scaling), kept in the compute type before the rotation. */
+    bool norm;
+    em_array *norm_weight;
+    double eps;
+    /* RoPE at position offset + s for sequence index s (em_rope's
+     * semantics: rope.dims, traditional, base, scale; rope.freqs must be
+     * NULL). offset NULL: no rotation. */
+    em_array *offset;
+    em_rope_options rope;
+} em_fast_heads_options;
+
+/* The decode step's head split, q/k norm and RoPE in one kernel: x (B, S,
+ * N) with N >= (first + count) * head_dim -> out (B, count, S, head_dim),
+ * head h of out taken from x's features [(first + h) * head_dim, ...),
+ * normed and rotated as the options say, rounded once to x's dtype. With
+ * a fused q/k/v product's output it gives q, k or v in the attention
+ * layout; k and v then go to the cache with em_dynamic_put_slice. No vjp
+ * (grad fails naming "fast_heads"). */
+em_status em_fast_heads(em_array *x, const em_fast_heads_options *opts,
+                        em_array **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
-// decode.cu — the decode path's fused matrix-vector product (em_fast_linear,
-// ops/fast_decode.c's semantics; engine side gpu/gpu_decode.c):
+// decode.cu — the decode path's fused kernels (ops/fast_decode.c's
+// semantics; engine side gpu/gpu_decode.c): em_fast_heads (below) and the
+// fused matrix-vector product em_fast_linear:
 //
 //   out (M, N) = [silu(xn gate^T) *] (xn w^T) [+ residual],
 //   xn = x or x * rsqrt(mean(x^2) + eps) [* norm_weight]
@@ -287,6 +288,99 @@ int launch_fast_linear(Device *d, const em_cuda_linear *job) {
                 return launch_linear_mt<DTYPE, 1>(d, j, smem, out_blocks,
                                                   vector);
             }
+        }
+    });
+}
+
+// ---- em_fast_heads: head split + per-head RMS norm + RoPE ----------------
+//
+// One warp per output row (b, h, s) of head_dim features: the row is read
+// into the warp's slice of shared memory (compute type) while summing its
+// squares, normed in place, then each lane rotates pairs i = lane, lane +
+// 32, ... (angle in double as the CPU, cos / sin rounded to the compute
+// type) and stores; features past the rotated ones are copied.
+
+constexpr int HEADS_WARPS = 8;
+constexpr int HEADS_MAX_DIM = 256;
+
+template <int DTYPE>
+__global__ void __launch_bounds__(HEADS_WARPS * 32)
+    heads_kernel(em_cuda_heads j, int64_t rows) {
+    using S = typename DT<DTYPE>::S;
+    using C = typename DT<DTYPE>::C;
+    __shared__ C buf[HEADS_WARPS][HEADS_MAX_DIM];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t u = (int64_t)blockIdx.x * HEADS_WARPS + warp;
+    if (u >= rows)
+        return; // the whole warp: no block-wide barrier below
+    const int64_t D = j.head_dim, s = u % j.S, h = (u / j.S) % j.count,
+                  b = u / (j.S * j.count);
+    const S *xr = (const S *)j.x + (b * j.S + s) * j.N + (j.first + h) * D;
+    const S *nw = (const S *)j.norm_weight;
+    C *row = buf[warp];
+    C ss = C(0);
+    for (int64_t e = lane; e < D; e += 32) {
+        const C v = DT<DTYPE>::load(xr[e]);
+        row[e] = v;
+        ss += v * v;
+    }
+    C r = C(1);
+    if (j.norm) {
+        ss = lin_warp_sum(ss);
+        if constexpr (std::is_same_v<C, double>)
+            r = 1.0 / sqrt(ss / (C)D + (C)j.eps);
+        else
+            r = 1.f / sqrtf(ss / (C)D + (C)j.eps);
+    }
+    for (int64_t e = lane; e < D; e += 32)
+        row[e] = row[e] * r * (nw ? DT<DTYPE>::load(nw[e]) : C(1));
+    __syncwarp();
+    S *yr = (S *)j.out + u * D;
+    int64_t done = 0;
+    if (j.rope) {
+        const int64_t off = j.offset_dtype == EM_S32
+                                ? (int64_t)*(const int32_t *)j.offset
+                                : *(const int64_t *)j.offset;
+        const int64_t half = j.dims / 2;
+        const double pos = j.scale * (double)(off + s);
+        for (int64_t i = lane; i < half; i += 32) {
+            const double th =
+                pos * pow(j.base, -2.0 * (double)i / (double)j.dims);
+            const C c = (C)cos(th), sn = (C)sin(th);
+            const int64_t ia = j.traditional ? 2 * i : i,
+                          ib = j.traditional ? 2 * i + 1 : i + half;
+            const C a = row[ia], bb = row[ib];
+            yr[ia] = DT<DTYPE>::store(a * c - bb * sn);
+            yr[ib] = DT<DTYPE>::store(a * sn + bb * c);
+        }
+        done = 2 * half;
+    }
+    for (int64_t e = done + lane; e < D; e += 32)
+        yr[e] = DT<DTYPE>::store(row[e]);
+}
+
+int launch_fast_heads(Device *d, const em_cuda_heads *job) {
+    const int64_t rows = job->B * job->count * job->S;
+    if (rows == 0 || job->head_dim == 0)
+        return 0;
+    if (job->head_dim > HEADS_MAX_DIM)
+        return fail(EM_ERR_UNSUPPORTED,
+                    "fast_heads: head_dim %lld above %d has no GPU kernel",
+                    (long long)job->head_dim, HEADS_MAX_DIM);
+    const int64_t blocks = (rows + HEADS_WARPS - 1) / HEADS_WARPS;
+    if (blocks > INT32_MAX)
+        return fail(EM_ERR_UNSUPPORTED, "fast_heads: %lld rows exceed a grid",
+                    (long long)rows);
+    return with_dtype(job->dtype, [&]<int DTYPE>() -> int {
+        if constexpr (DTYPE != EM_F16 && DTYPE != EM_BF16 && DTYPE != EM_F32 &&
+                      DTYPE != EM_F64) {
+            return fail(EM_ERR_ARGUMENT,
+                        "fast_heads: dtype %d has no GPU kernel", DTYPE);
+        } else {
+            heads_kernel<DTYPE><<<(unsigned)blocks, HEADS_WARPS * 32, 0,
+                                  d->stream>>>(*job, rows);
+            EMC_LAUNCHED("fast_heads kernel");
+            return 0;
         }
     });
 }

@@ -378,6 +378,21 @@ typedef struct em_cuda_linear {
     const void *x, *w, *norm_weight, *gate, *residual;
     void *out;
 } em_cuda_linear;
+
+/* em_fast_heads (decode.cu; ops/fast_decode.c's semantics): x (B, S, N)
+ * contiguous -> out (B, count, S, head_dim), head h from x's features
+ * [(first + h) * head_dim, ...), RMS-normed (norm; norm_weight NULL: no
+ * scaling) and rotated (rope: pairs of the first dims features, half
+ * rotation or traditional, angle scale * (offset + s) * base^(-2i/dims) in
+ * double) in the compute type, rounded once. offset: a 0-d s32 / s64 on
+ * the device (offset_dtype). head_dim <= 256. */
+typedef struct em_cuda_heads {
+    int dtype, norm, rope, traditional, offset_dtype;
+    int64_t B, S, N, head_dim, first, count, dims;
+    double eps, base, scale;
+    const void *x, *norm_weight, *offset;
+    void *out;
+} em_cuda_heads;
 /* Affine quantization (quant.cu; formats of include/emily_quant.h). dtype:
  * of w / scales / biases / x / out (f32, f16 or bf16), all row-major.
  *   op 0 quantize:   w (rows, len) -> wq (rows, len*bits/32), scales,
@@ -512,6 +527,8 @@ typedef struct em_cuda_api {
     int (*sdpa_decode)(int dev, const em_cuda_sdpa *job);
     /* em_fast_linear (decode.cu). */
     int (*fast_linear)(int dev, const em_cuda_linear *job);
+    /* em_fast_heads (decode.cu). */
+    int (*fast_heads)(int dev, const em_cuda_heads *job);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

@@ -491,6 +491,13 @@ static int fast_linear(int dev, const em_cuda_linear *job) {
     return launch_fast_linear(d, job);
 }
 
+int launch_fast_heads(Device *d, const em_cuda_heads *job);
+
+static int fast_heads(int dev, const em_cuda_heads *job) {
+    EMC_DEVICE(d, dev);
+    return launch_fast_heads(d, job);
+}
+
 int graph_begin(int dev);
 int graph_end(int dev, int keep, void **exec, int64_t *nodes);
 int graph_launch(int dev, void *exec);
@@ -560,6 +567,7 @@ static const em_cuda_api api = {
     // decode path (attention_decode.cu)
     sdpa_decode,
     fast_linear,
+    fast_heads,
 };
 
 } // namespace emc

@@ -212,3 +212,94 @@ EM_TEST(fast_linear_has_no_gradient) {
     em_array_release(x), em_array_release(w), em_array_release(xi),
         em_array_release(y), em_array_release(ct);
 }
+
+/* em_fast_heads against slice -> reshape -> rms_norm -> transpose -> rope
+ * in f64 (the composed ops round nothing in f64, so the two agree to a
+ * few ulp). */
+static em_array *heads_composed(em_array *x, const em_fast_heads_options *o) {
+    const int64_t *xs = em_array_shape(x);
+    int64_t start[3] = {0, 0, o->first * o->head_dim},
+            stop[3] = {xs[0], xs[1], (o->first + o->count) * o->head_dim},
+            step[3] = {1, 1, 1};
+    int64_t split[4] = {xs[0], xs[1], o->count, o->head_dim};
+    int perm[4] = {0, 2, 1, 3};
+    em_array *sl = NULL, *r = NULL, *n = NULL, *t = NULL, *out = NULL;
+    CHECK_OK(em_slice(x, start, stop, step, &sl));
+    CHECK_OK(em_reshape(sl, split, 4, &r));
+    if (o->norm)
+        CHECK_OK(em_rms_norm(r, o->norm_weight, o->eps, &n));
+    else {
+        em_array_retain(r);
+        n = r;
+    }
+    CHECK_OK(em_transpose(n, perm, 4, &t));
+    if (o->offset)
+        CHECK_OK(em_rope(t, o->offset, &o->rope, &out));
+    else
+        CHECK_OK(em_contiguous(t, &out));
+    em_array_release(sl), em_array_release(r), em_array_release(n),
+        em_array_release(t);
+    return out;
+}
+
+EM_TEST(fast_heads_matches_composed) {
+    uint64_t s = 7;
+    for (int variant = 0; variant < 4; variant++) {
+        const int64_t B = 2, S = 3, D = 8, first = 1, count = 2;
+        const int64_t N = (first + count + 1) * D;
+        int64_t xs[3] = {B, S, N}, ns[1] = {D};
+        em_array *x = rand_f32(xs, 3, &s), *nw = rand_f32(ns, 1, &s);
+        em_array *x64 = NULL, *nw64 = NULL, *off = NULL;
+        CHECK_OK(em_as_type(x, EM_F64, &x64));
+        CHECK_OK(em_as_type(nw, EM_F64, &nw64));
+        CHECK_OK(em_scalar_s64(5, EM_S64, &off));
+        em_fast_heads_options o = {.head_dim = D,
+                                   .first = first,
+                                   .count = count,
+                                   .norm = variant != 0,
+                                   .norm_weight = variant >= 2 ? nw64 : NULL,
+                                   .eps = 1e-6,
+                                   .offset = variant != 1 ? off : NULL,
+                                   .rope = {.dims = variant == 3 ? 4 : 8,
+                                            .traditional = variant == 3,
+                                            .base = 1e6}};
+        em_array *y = NULL, *ref = heads_composed(x64, &o);
+        CHECK_OK(em_fast_heads(x64, &o, &y));
+        const int64_t *ys = em_array_shape(y);
+        CHECK(ys[0] == B && ys[1] == count && ys[2] == S && ys[3] == D);
+        const int64_t n = B * count * S * D;
+        double a[2 * 2 * 3 * 8], b[2 * 2 * 3 * 8];
+        t_read_f64(y, a, (size_t)n);
+        t_read_f64(ref, b, (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            CHECK_NEAR(a[i], b[i], 1e-12 * (fabs(b[i]) + 1));
+        em_array_release(y), em_array_release(ref), em_array_release(x),
+            em_array_release(nw), em_array_release(x64),
+            em_array_release(nw64), em_array_release(off);
+    }
+}
+
+EM_TEST(fast_heads_validation) {
+    const double v[24] = {0};
+    int64_t xs[3] = {1, 1, 24}, s2[2] = {1, 24};
+    em_array *x = t_from_f64(v, xs, 3, EM_F32),
+             *x2 = t_from_f64(v, s2, 2, EM_F32), *y = NULL, *off = NULL;
+    CHECK_OK(em_scalar_s64(0, EM_F32, &off));
+    em_fast_heads_options o = {.head_dim = 8, .first = 2, .count = 2};
+    CHECK_ERR(em_fast_heads(x, &o, &y), EM_ERR_ARGUMENT, "do not fit");
+    CHECK(y == NULL);
+    o.first = 0;
+    CHECK_ERR(em_fast_heads(x2, &o, &y), EM_ERR_ARGUMENT, "(B, S, N)");
+    o.offset = off;
+    o.rope.dims = 8;
+    CHECK_ERR(em_fast_heads(x, &o, &y), EM_ERR_ARGUMENT, "0-d s32 or s64");
+    em_array_release(off);
+    CHECK_OK(em_scalar_s64(0, EM_S32, &off));
+    o.offset = off;
+    o.rope.dims = 9;
+    CHECK_ERR(em_fast_heads(x, &o, &y), EM_ERR_ARGUMENT, "rope dims");
+    o.rope.dims = 8;
+    CHECK_OK(em_fast_heads(x, &o, &y));
+    em_array_release(x), em_array_release(x2), em_array_release(y),
+        em_array_release(off);
+}

@@ -7,6 +7,9 @@
  * f32, f64, f16 and bf16. Both sides accumulate in f32 (f64) in other
  * orders and round once: within a few ulp of the result's scale (the
  * floor: the size of a sum of K products of values in [-3, 3]).
+ * em_fast_heads likewise: q / k / v of a fused product's output at batch 1,
+ * 4 and 16, several positions (speculative), partial and traditional
+ * rotation, no norm weight, head_dim 256, large offsets.
  */
 #include "cuda_test.h"
 #include "emily_fast.h"
@@ -76,6 +79,65 @@ static void run_case(const linear_case *c, em_dtype dt) {
     }
 }
 
+typedef struct heads_case {
+    const char *name;
+    int64_t B, S, N, D, first, count;
+    bool norm, weight;
+    int64_t dims; /* 0: no rotation */
+    bool traditional;
+    int64_t offset;
+} heads_case;
+
+static const heads_case heads_cases[] = {
+    {"q_qwen3", 1, 1, 4096, 128, 0, 16, true, true, 128, false, 511},
+    {"k_qwen3_b4", 4, 1, 4096, 128, 16, 8, true, true, 128, false, 8191},
+    {"v_plain", 16, 1, 4096, 128, 24, 8, false, false, 0, false, 0},
+    {"spec_s5_partial_traditional", 2, 5, 200, 40, 1, 3, true, false, 24,
+     true, 7},
+    {"d256", 1, 3, 512, 256, 1, 1, true, true, 256, false, 100000},
+};
+
+static void run_heads(const heads_case *c, em_dtype dt) {
+    const int64_t xs[3] = {c->B, c->S, c->N}, ns[1] = {c->D};
+    em_array *x = random_array(dt, xs, 3, false, 0), *nw = NULL, *off = NULL;
+    if (c->weight)
+        nw = random_array(dt, ns, 1, false, 0);
+    die_on(em_scalar_s64(c->offset, EM_S32, &off), "offset");
+    em_array *gx = NULL, *gnw = NULL, *goff = NULL;
+    die_on(em_to_device(x, GPU, &gx), "to_device");
+    if (nw)
+        die_on(em_to_device(nw, GPU, &gnw), "to_device");
+    die_on(em_to_device(off, GPU, &goff), "to_device");
+    em_array *out[2] = {NULL, NULL};
+    em_array *xin[2] = {x, gx}, *nin[2] = {nw, gnw}, *oin[2] = {off, goff};
+    for (int s = 0; s < 2; s++) {
+        em_fast_heads_options o = {.head_dim = c->D,
+                                   .first = c->first,
+                                   .count = c->count,
+                                   .norm = c->norm,
+                                   .norm_weight = nin[s],
+                                   .eps = 1e-6,
+                                   .offset = c->dims ? oin[s] : NULL,
+                                   .rope = {.dims = c->dims,
+                                            .traditional = c->traditional,
+                                            .base = 1e6}};
+        die_on(em_fast_heads(xin[s], &o, &out[s]), c->name);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "fast_heads %s %s", c->name,
+             em_dtype_name(dt));
+    if (out[0] && out[1]) {
+        /* values up to ~3 * 3 (normed rows times weights): floor 1 */
+        double worst = compare_floor(out[0], out[1], what, 4, 1.0);
+        record("decode", what, worst <= 1, worst);
+    } else {
+        record("decode", what, false, INFINITY);
+    }
+    em_array *all[] = {x, nw, off, gx, gnw, goff, out[0], out[1]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        em_array_release(all[i]);
+}
+
 void test_decode(void) {
     const em_dtype dts[] = {EM_F32, EM_F64, EM_F16, EM_BF16};
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
@@ -89,5 +151,7 @@ void test_decode(void) {
                 continue;
             run_case(&cases[i], dts[t]);
         }
+        for (size_t i = 0; i < sizeof heads_cases / sizeof *heads_cases; i++)
+            run_heads(&heads_cases[i], dts[t]);
     }
 }

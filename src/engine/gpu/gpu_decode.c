@@ -34,3 +34,40 @@ em_status em__gpu_fast_linear_eval(em_array *node) {
     int rc = api->fast_linear(ord, &job);
     return rc ? em__gpu_fail(api, rc, "fast_linear") : EM_OK;
 }
+
+em_status em__gpu_fast_heads_eval(em_array *node) {
+    const em_cuda_api *api;
+    int ord;
+    em_status st = em__gpu_prepare(node, &api, &ord);
+    if (st != EM_OK || node->size == 0)
+        return st;
+    const heads_params *p = node->params;
+    const em_array *x = node->inputs[0];
+    em_cuda_heads job;
+    memset(&job, 0, sizeof job);
+    int k = 1;
+    job.dtype = node->dtype;
+    job.norm = p->norm;
+    job.rope = p->rope;
+    job.traditional = p->traditional;
+    job.B = x->shape[0];
+    job.S = x->shape[1];
+    job.N = x->shape[2];
+    job.head_dim = p->head_dim;
+    job.first = p->first;
+    job.count = p->count;
+    job.dims = p->dims;
+    job.eps = p->eps;
+    job.base = p->base;
+    job.scale = p->scale;
+    job.x = em__data(x);
+    job.norm_weight = p->has_norm_weight ? em__data(node->inputs[k++]) : NULL;
+    if (p->rope) {
+        const em_array *off = node->inputs[k++];
+        job.offset = em__data(off);
+        job.offset_dtype = off->dtype;
+    }
+    job.out = em__data(node);
+    int rc = api->fast_heads(ord, &job);
+    return rc ? em__gpu_fail(api, rc, "fast_heads") : EM_OK;
+}

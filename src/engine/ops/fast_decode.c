@@ -224,3 +224,188 @@ em_status em_fast_linear(em_array *x, em_array *w,
         em_array_release(in[i]);
     return st;
 }
+
+/* ------------------------------------------------------------------------ */
+/* fast_heads: head split, per-head RMS norm and RoPE                        */
+/* ------------------------------------------------------------------------ */
+
+/* The CPU kernel: a unit is one output row (b, h, s) of head_dim features;
+ * the row is normed into a compute-type buffer, then rotated pair by pair
+ * with cos / sin of the angle computed in double and rounded to the
+ * compute type (as em_rope), and stored once. */
+typedef struct heads_job {
+    const void *x, *nw;
+    void *y;
+    const double *inv; /* dims/2 inverse frequencies */
+    int64_t B, S, N, D, first, count, half;
+    int64_t offset;
+    double eps, scale;
+    bool norm, rope, traditional;
+} heads_job;
+
+#define DEFINE_HEADS(E, sfx, S_, C, LOAD, STORE)                               \
+    static void heads_rows_##sfx(void *ctx, int64_t u0, int64_t u1) {          \
+        const heads_job *j = ctx;                                              \
+        const S_ *nw = j->nw;                                                  \
+        C buf[EM_FAST_HEADS_MAX_DIM];                                          \
+        for (int64_t u = u0; u < u1; u++) {                                    \
+            /* u = ((b * count) + h) * S + s: the output's row order */        \
+            const int64_t s = u % j->S, h = (u / j->S) % j->count,             \
+                          b = u / (j->S * j->count);                           \
+            const S_ *xr = (const S_ *)j->x + (b * j->S + s) * j->N +          \
+                           (j->first + h) * j->D;                              \
+            S_ *yr = (S_ *)j->y + u * j->D;                                    \
+            C r = 1;                                                           \
+            if (j->norm) {                                                     \
+                C ss = 0;                                                      \
+                for (int64_t e = 0; e < j->D; e++)                             \
+                    ss += (C)LOAD(xr[e]) * (C)LOAD(xr[e]);                     \
+                r = (C)1 / LIN_SQRT(ss / (C)j->D + (C)j->eps);                 \
+            }                                                                  \
+            for (int64_t e = 0; e < j->D; e++)                                 \
+                buf[e] = (C)LOAD(xr[e]) * r * (nw ? (C)LOAD(nw[e]) : (C)1);    \
+            int64_t done = 0;                                                  \
+            if (j->rope) {                                                     \
+                const double pos = j->scale * (double)(j->offset + s);         \
+                for (int64_t i = 0; i < j->half; i++) {                        \
+                    const double th = pos * j->inv[i];                         \
+                    const C c = (C)cos(th), sn = (C)sin(th);                   \
+                    const int64_t ia = j->traditional ? 2 * i : i,             \
+                                  ib = j->traditional ? 2 * i + 1              \
+                                                      : i + j->half;           \
+                    const C a = buf[ia], bb = buf[ib];                         \
+                    yr[ia] = STORE(a * c - bb * sn);                           \
+                    yr[ib] = STORE(a * sn + bb * c);                           \
+                }                                                              \
+                done = 2 * j->half;                                            \
+            }                                                                  \
+            for (int64_t e = done; e < j->D; e++)                              \
+                yr[e] = STORE(buf[e]);                                         \
+        }                                                                      \
+    }
+EM_DTYPES_REALFLOAT(DEFINE_HEADS)
+
+#define REG_HEADS(E, sfx, ...) [E] = heads_rows_##sfx,
+static const em_range_fn heads_fns[EM_DTYPE_COUNT] = {
+    EM_DTYPES_REALFLOAT(REG_HEADS)};
+
+static em_status heads_eval(em_array *node) {
+    em_status st = em__alloc_output(node, NULL, 0);
+    if (st != EM_OK || node->size == 0)
+        return st;
+    const heads_params *p = node->params;
+    const em_array *x = node->inputs[0];
+    int k = 1;
+    heads_job j;
+    memset(&j, 0, sizeof j);
+    j.x = em__data(x);
+    j.nw = p->has_norm_weight ? em__data(node->inputs[k++]) : NULL;
+    j.y = em__data(node);
+    j.B = x->shape[0];
+    j.S = x->shape[1];
+    j.N = x->shape[2];
+    j.D = p->head_dim;
+    j.first = p->first;
+    j.count = p->count;
+    j.half = p->dims / 2;
+    j.eps = p->eps;
+    j.scale = p->scale;
+    j.norm = p->norm;
+    j.rope = p->rope;
+    j.traditional = p->traditional;
+    double *inv = NULL;
+    if (p->rope) {
+        const em_array *off = node->inputs[k++];
+        j.offset = off->dtype == EM_S32 ? *(const int32_t *)em__data(off)
+                                        : *(const int64_t *)em__data(off);
+        inv = malloc(sizeof *inv * (size_t)(j.half ? j.half : 1));
+        if (!inv)
+            return em__fail(EM_ERR_OOM, "fast_heads: out of memory");
+        for (int64_t i = 0; i < j.half; i++)
+            inv[i] = fast_decode_inv_freq(p->base, p->dims, i);
+        j.inv = inv;
+    }
+    em__parallel_units(node->size / j.D, j.D * (p->rope ? 4 : 1),
+                       heads_fns[node->dtype], &j);
+    free(inv);
+    return EM_OK;
+}
+
+static const em_prim heads_prim = {"fast_heads", heads_eval, NULL,
+                                   em__gpu_fast_heads_eval};
+
+em_status em_fast_heads(em_array *x, const em_fast_heads_options *o,
+                        em_array **out) {
+    if (out)
+        *out = NULL;
+    if (!x || !o || !out)
+        return em__fail(EM_ERR_ARGUMENT, "fast_heads: NULL argument");
+    em_desc dx, dv;
+    if (!em_dtype_is_float(x->dtype) || x->ndim != 3)
+        return em__fail(EM_ERR_ARGUMENT,
+                        "fast_heads: x %s must be (B, S, N) of a real float "
+                        "dtype",
+                        em__describe(x, &dx));
+    const int64_t D = o->head_dim;
+    if (D < 1 || D > EM_FAST_HEADS_MAX_DIM || o->first < 0 || o->count < 1 ||
+        (o->first + o->count) * D > x->shape[2])
+        return em__fail(EM_ERR_ARGUMENT,
+                        "fast_heads: heads [%lld, %lld) of %lld features "
+                        "(head_dim at most %d) do not fit x %s",
+                        (long long)o->first, (long long)(o->first + o->count),
+                        (long long)D, EM_FAST_HEADS_MAX_DIM,
+                        em__describe(x, &dx));
+    if (o->norm_weight &&
+        (!o->norm || o->norm_weight->ndim != 1 ||
+         o->norm_weight->shape[0] != D || o->norm_weight->dtype != x->dtype))
+        return em__fail(EM_ERR_ARGUMENT,
+                        "fast_heads: norm_weight %s needs norm, shape [%lld] "
+                        "and the dtype of x %s",
+                        em__describe(o->norm_weight, &dv), (long long)D,
+                        em__describe(x, &dx));
+    if (o->norm && (!(o->eps >= 0) || isinf(o->eps)))
+        return em__fail(EM_ERR_ARGUMENT,
+                        "fast_heads: eps must be finite and >= 0, got %g",
+                        o->eps);
+    if (o->offset) {
+        const em_array *off = o->offset;
+        if (off->ndim != 0 || (off->dtype != EM_S32 && off->dtype != EM_S64))
+            return em__fail(EM_ERR_ARGUMENT,
+                            "fast_heads: offset %s must be a 0-d s32 or s64",
+                            em__describe(off, &dv));
+        if (o->rope.dims < 2 || o->rope.dims % 2 || o->rope.dims > D ||
+            o->rope.freqs)
+            return em__fail(EM_ERR_ARGUMENT,
+                            "fast_heads: rope dims %lld must be even, >= 2 "
+                            "and at most head_dim %lld (freqs unsupported)",
+                            (long long)o->rope.dims, (long long)D);
+    }
+    heads_params p;
+    memset(&p, 0, sizeof p); /* padding too: CSE compares the bytes */
+    p.head_dim = D;
+    p.first = o->first;
+    p.count = o->count;
+    p.norm = o->norm;
+    p.has_norm_weight = o->norm_weight != NULL;
+    p.eps = o->norm ? o->eps : 0;
+    p.rope = o->offset != NULL;
+    if (p.rope) {
+        p.dims = o->rope.dims;
+        p.traditional = o->rope.traditional;
+        p.base = o->rope.base != 0 ? o->rope.base : 10000;
+        p.scale = o->rope.scale != 0 ? o->rope.scale : 1;
+    }
+    em_array *src[3] = {x, o->norm_weight, o->offset}, *in[3] = {NULL};
+    int n = 0;
+    em_status st = EM_OK;
+    for (int i = 0; i < 3 && st == EM_OK; i++)
+        if (src[i])
+            st = em_contiguous(src[i], &in[n++]);
+    const int64_t shape[4] = {x->shape[0], o->count, x->shape[1], D};
+    if (st == EM_OK)
+        st = em__node_new_params(&heads_prim, x->dtype, shape, 4, in, n, &p,
+                                 sizeof p, out);
+    for (int i = 0; i < n; i++)
+        em_array_release(in[i]);
+    return st;
+}

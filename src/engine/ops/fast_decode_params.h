@@ -15,6 +15,25 @@ typedef struct linear_params {
     double eps;
 } linear_params;
 
+/* fast_heads: the longest head a row buffer holds (CPU) / a warp's row
+ * (GPU: 8 features per lane). */
+#define EM_FAST_HEADS_MAX_DIM 256
+
+/* The RoPE inverse frequency of pair i: base^(-2i/dims) (fast_rope.c's). */
+static inline double fast_decode_inv_freq(double base, int64_t dims,
+                                          int64_t i) {
+    return pow(base, -2.0 * (double)i / (double)dims);
+}
+
+/* fast_heads. Inputs: x (B, S, N) row-contiguous, then norm_weight
+ * (head_dim) when has_norm_weight, then offset (0-d s32/s64) when rope. */
+typedef struct heads_params {
+    int64_t head_dim, first, count, dims;
+    bool norm, has_norm_weight, rope, traditional;
+    double eps, base, scale;
+} heads_params;
+
 em_status em__gpu_fast_linear_eval(em_array *node);
+em_status em__gpu_fast_heads_eval(em_array *node);
 
 #endif
