@@ -641,6 +641,29 @@ defmodule Emily.Native do
   """
   def fast_linear(_x, _w, _norm, _norm_weight, _eps, _gate, _residual), do: nif_error()
 
+  @doc """
+  The decode path's head split (`em_fast_heads`): heads `[first, first +
+  count)` of `x` `{b, s, n}` as `{b, count, s, head_dim}`, each RMS-normed
+  (norm true; norm_weight `{head_dim}` or nil) and rotated by RoPE at
+  position `offset + s` (offset a 0-d s32/s64 ref, or nil: no rotation;
+  dims, traditional, base, scale as `fast_rope/7`). No gradient.
+  """
+  def fast_heads(
+        _x,
+        _head_dim,
+        _first,
+        _count,
+        _norm,
+        _norm_weight,
+        _eps,
+        _offset,
+        _dims,
+        _traditional,
+        _base,
+        _scale
+      ),
+      do: nif_error()
+
   # ---- scaled dot-product attention (nif_attention.c) ----
 
   @doc """

@@ -31,7 +31,24 @@ defmodule Emily.Fast.FastLinearTest do
     assert Nx.all_close(got, expected, atol: 1.0e-5, rtol: 1.0e-5) |> Nx.to_number() == 1
 
     plain = native_result(Emily.Native.fast_linear(x, w, false, nil, 0.0, nil, nil), {3, 5})
-    assert Nx.all_close(plain, Nx.dot(c.x, Nx.transpose(c.w)), atol: 1.0e-5) |> Nx.to_number() == 1
+
+    assert Nx.all_close(plain, Nx.dot(c.x, Nx.transpose(c.w)), atol: 1.0e-5) |> Nx.to_number() ==
+             1
+  end
+
+  test "fast_heads splits, norms and keeps heads in the attention layout", c do
+    # x {1, 3, 16}: 4 heads of 4; heads 1..2, RMS-normed, no rotation
+    x = Nx.reshape(c.x, {1, 3, 16})
+    heads = x |> Nx.reshape({1, 3, 4, 4}) |> Nx.slice_along_axis(1, 2, axis: 2)
+    ms = Nx.mean(Nx.multiply(heads, heads), axes: [-1], keep_axes: true)
+
+    expected =
+      heads |> Nx.multiply(Nx.rsqrt(Nx.add(ms, 1.0e-6))) |> Nx.transpose(axes: [0, 2, 1, 3])
+
+    ref = emily(x).data.ref
+    out = Emily.Native.fast_heads(ref, 4, 1, 2, true, nil, 1.0e-6, nil, 0, false, 0.0, 0.0)
+    got = native_result(out, {1, 2, 3, 4})
+    assert Nx.all_close(got, expected, atol: 1.0e-5) |> Nx.to_number() == 1
   end
 
   test "the engine validates the shapes", c do
