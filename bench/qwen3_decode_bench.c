@@ -258,11 +258,12 @@ static em_array *cache(int64_t B, int64_t L, double value) {
     return c;
 }
 
+/* A 1-D s32 array of n values on the GPU, or a 0-d one (n = 0: values[0]). */
 static em_array *s32_array(const int32_t *values, int n) {
     int64_t shape[1] = {n};
     em_array *host, *gpu;
-    check(em_from_data(values, sizeof(int32_t) * (size_t)n, shape, n ? 1 : 0,
-                       EM_S32, &host),
+    check(em_from_data(values, sizeof(int32_t) * (size_t)(n ? n : 1), shape,
+                       n ? 1 : 0, EM_S32, &host),
           "from_data");
     check(em_to_device(host, GPU, &gpu), "to_device");
     check(em_eval(&gpu, 1), "eval");
