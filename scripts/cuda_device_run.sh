@@ -124,3 +124,10 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ "${DECODE:-1}" = 1 ] && [ -x "$BIN/cuda_tran
   PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-240}" python3 bench/cuda_transformer_torch.py \
     "$BIN/cuda_transformer_bench" 2>&1 | tee "$OUT/cuda_transformer.log" | grep -v "^RESULT"
 fi
+# The decode path's kernels alone against PyTorch (fast_linear GB/s at the
+# decode shapes, decode attention).
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ "${DECODE:-1}" = 1 ] && [ -x "$BIN/decode_kernels_bench" ]; then
+  echo "== decode_kernels_bench"
+  PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-240}" python3 bench/decode_kernels_torch.py \
+    "$BIN/decode_kernels_bench" 2>&1 | tee "$OUT/decode_kernels.log" | grep -v "^RESULT"
+fi
