@@ -2,6 +2,7 @@ defmodule Emily.Fast.FastLinearTest do
   # Emily.Native.fast_linear (em_fast_linear, the decode path's fused
   # matrix-vector product) against the same formula composed in Nx.
   use ExUnit.Case, async: true
+  doctest Emily.Fast.Decode
 
   defp emily(t), do: Nx.backend_transfer(t, Emily.Backend)
 
@@ -49,6 +50,36 @@ defmodule Emily.Fast.FastLinearTest do
     out = Emily.Native.fast_heads(ref, 4, 1, 2, true, nil, 1.0e-6, nil, 0, false, 0.0, 0.0)
     got = native_result(out, {1, 2, 3, 4})
     assert Nx.all_close(got, expected, atol: 1.0e-5) |> Nx.to_number() == 1
+  end
+
+  test "Emily.Fast.linear: the native block matches its fallback on Nx.BinaryBackend", c do
+    opts = [norm_weight: c.nw, gate: c.g, residual: c.r]
+    fallback = Emily.Fast.linear(c.x, c.w, opts)
+    assert fallback.data.__struct__ == Nx.BinaryBackend
+
+    [x, w, g, nw, r] = Enum.map([c.x, c.w, c.g, c.nw, c.r], &emily/1)
+    native = Emily.Fast.linear(x, w, norm_weight: nw, gate: g, residual: r)
+    assert native.data.__struct__ == Emily.Backend
+
+    assert Nx.all_close(Nx.backend_transfer(native), fallback, atol: 1.0e-5) |> Nx.to_number() ==
+             1
+
+    # plain, and the norm without weight, under defn (Emily.Compiler)
+    f = Nx.Defn.jit(fn x, w -> Emily.Fast.linear(x, w, norm: true) end, compiler: Emily.Compiler)
+    expected = Emily.Fast.linear(c.x, c.w, norm: true)
+
+    assert Nx.all_close(Nx.backend_transfer(f.(x, w)), expected, atol: 1.0e-5) |> Nx.to_number() ==
+             1
+  end
+
+  test "Emily.Fast.linear checks shapes", c do
+    assert_raise ArgumentError, ~r/must share k/, fn ->
+      Emily.Fast.linear(c.x, Nx.transpose(c.w))
+    end
+
+    assert_raise ArgumentError, ~r/residual must have shape \{3, 5\}/, fn ->
+      Emily.Fast.linear(c.x, c.w, residual: c.nw)
+    end
   end
 
   test "the engine validates the shapes", c do
