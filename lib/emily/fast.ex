@@ -49,6 +49,12 @@ defmodule Emily.Fast do
   deftransform(linear(x, w, opts \\ []), do: Emily.Fast.Decode.linear(x, w, opts))
 
   @doc """
+  The decode step's head split with the per-head RMS norm and RoPE in one
+  kernel: see `Emily.Fast.Decode.heads/3`.
+  """
+  deftransform(heads(x, offset, opts), do: Emily.Fast.Decode.heads(x, offset, opts))
+
+  @doc """
   RMS normalisation over the last axis:
   `x * rsqrt(mean(x ** 2) + eps) * weight`.
 

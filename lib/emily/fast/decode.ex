@@ -22,6 +22,58 @@ defmodule Emily.Fast.Block.Linear do
   end
 end
 
+defmodule Emily.Fast.Block.Heads do
+  @moduledoc false
+  @behaviour Emily.Block
+  defstruct [
+    :head_dim,
+    :first,
+    :count,
+    :dims,
+    norm: false,
+    eps: 1.0e-6,
+    norm_weight?: false,
+    rope?: false,
+    traditional: false,
+    base: 10_000.0,
+    scale: 1.0
+  ]
+
+  alias Emily.Fast.Block
+
+  @impl true
+  def emily_block(%__MODULE__{} = s, out, [x | rest]) do
+    nw = if s.norm_weight?, do: hd(rest)
+    offset = if s.rope?, do: List.last(rest)
+
+    case Block.refs(out, [x, nw]) do
+      :fallback ->
+        :fallback
+
+      [xr, nwr] ->
+        off = if offset, do: Block.offset_ref(offset, xr)
+
+        ref =
+          Emily.Native.fast_heads(
+            xr,
+            s.head_dim,
+            s.first,
+            s.count,
+            s.norm,
+            nwr,
+            s.eps,
+            off,
+            s.dims,
+            s.traditional,
+            s.base,
+            s.scale
+          )
+
+        Block.wrap(out, ref, [x], :fast_heads)
+    end
+  end
+end
+
 defmodule Emily.Fast.Decode do
   @moduledoc """
   The decode path's fused kernels (`include/emily_fast.h`, issue 16):
@@ -176,6 +228,140 @@ defmodule Emily.Fast.Decode do
       end
 
     h = if residual, do: Nx.add(h, Nx.as_type(residual, c)), else: h
+    Nx.as_type(h, type)
+  end
+
+  @doc """
+  The decode step's head split with the per-head RMS norm and RoPE in one
+  kernel: heads `first .. first + count - 1` of `x` `{b, s, n}` (each of
+  `:head_dim` features) as `{b, count, s, head_dim}`, normed and rotated
+  at positions `offset + 0 .. s - 1` (`offset` an integer, a scalar
+  integer tensor, or `nil` for no rotation).
+
+  ## Options
+
+    * `:head_dim`, `:count` - required; `:first` - defaults to `0`.
+    * `:norm`, `:norm_weight` (`{head_dim}`), `:eps` - as in `linear/3`.
+    * `:dims` (defaults to `:head_dim`), `:traditional` (`false`), `:base`
+      (`10_000.0`), `:scale` (`1.0`) - as in `Emily.Fast.rope/3`.
+  """
+  deftransform heads(x, offset, opts) do
+    opts =
+      Keyword.validate!(opts, [
+        :head_dim,
+        :count,
+        first: 0,
+        norm: false,
+        norm_weight: nil,
+        eps: 1.0e-6,
+        dims: nil,
+        traditional: false,
+        base: 10_000.0,
+        scale: 1.0
+      ])
+
+    x = Nx.to_tensor(x)
+    d = opts[:head_dim]
+    count = opts[:count]
+    first = opts[:first]
+    nw = opts[:norm_weight] && Nx.to_tensor(opts[:norm_weight])
+
+    unless is_integer(d) and d > 0 and is_integer(count) and count > 0 and is_integer(first) and
+             first >= 0 and Nx.rank(x) == 3 and (first + count) * d <= elem(x.shape, 2) do
+      raise ArgumentError,
+            "Emily.Fast.heads: x must be {b, s, n} holding heads #{inspect(first)}.." <>
+              "#{inspect(first)} + #{inspect(count)} - 1 of :head_dim #{inspect(d)} features, " <>
+              "got #{inspect(x.shape)}"
+    end
+
+    if nw && nw.shape != {d} do
+      raise ArgumentError,
+            "Emily.Fast.heads: norm_weight must have shape {#{d}}, got #{inspect(nw.shape)}"
+    end
+
+    offset = offset && heads_offset!(offset, x)
+    {b, sq, _} = x.shape
+
+    type =
+      if(nw, do: Nx.Type.merge(x.type, nw.type), else: x.type) |> Nx.Type.to_floating()
+
+    out = Nx.template({b, count, sq, d}, type)
+
+    struct = %Block.Heads{
+      head_dim: d,
+      first: first,
+      count: count,
+      dims: opts[:dims] || d,
+      norm: opts[:norm] == true or nw != nil,
+      eps: opts[:eps] * 1.0,
+      norm_weight?: nw != nil,
+      rope?: offset != nil,
+      traditional: opts[:traditional] == true,
+      base: opts[:base] * 1.0,
+      scale: opts[:scale] * 1.0
+    }
+
+    fallback =
+      case {nw, offset} do
+        {nil, nil} -> fn s, x -> heads_fallback(s, x, [], type) end
+        {_, nil} -> fn s, x, a -> heads_fallback(s, x, [a], type) end
+        {nil, _} -> fn s, x, a -> heads_fallback(s, x, [a], type) end
+        _ -> fn s, x, a, b -> heads_fallback(s, x, [a, b], type) end
+      end
+
+    Nx.block(struct, Enum.reject([x, nw, offset], &is_nil/1), out, fallback)
+  end
+
+  defp heads_offset!(offset, %Nx.Tensor{data: %Nx.Defn.Expr{}}) when is_integer(offset),
+    do: Nx.Defn.Expr.tensor(Nx.tensor(offset, type: :s32, backend: Nx.BinaryBackend))
+
+  defp heads_offset!(offset, _x) when is_integer(offset),
+    do: Nx.tensor(offset, type: :s32, backend: Nx.BinaryBackend)
+
+  defp heads_offset!(%Nx.Tensor{shape: {}, type: {kind, _}} = offset, _x) when kind in [:s, :u] do
+    if offset.type == {:s, 64}, do: offset, else: Nx.as_type(offset, :s32)
+  end
+
+  defp heads_offset!(offset, _x) do
+    raise ArgumentError,
+          "Emily.Fast.heads: offset must be nil, an integer or a scalar integer tensor, got #{inspect(offset)}"
+  end
+
+  defp heads_fallback(s, x, rest, type) do
+    {nw, rest} = take(s.norm_weight?, rest)
+    {offset, []} = take(s.rope?, rest)
+    c = compute_type(type)
+    {b, sq, _} = x.shape
+
+    h =
+      x
+      |> Nx.slice_along_axis(s.first * s.head_dim, s.count * s.head_dim, axis: 2)
+      |> Nx.reshape({b, sq, s.count, s.head_dim})
+      |> Nx.as_type(c)
+
+    h =
+      if s.norm do
+        r = Nx.rsqrt(Nx.add(Nx.mean(Nx.multiply(h, h), axes: [-1], keep_axes: true), s.eps))
+        hn = Nx.multiply(h, r)
+        if nw, do: Nx.multiply(hn, Nx.as_type(nw, c)), else: hn
+      else
+        h
+      end
+
+    h = Nx.transpose(h, axes: [0, 2, 1, 3])
+
+    h =
+      if offset do
+        Emily.Fast.rope(h, offset,
+          dims: s.dims,
+          traditional: s.traditional,
+          base: s.base,
+          scale: s.scale
+        )
+      else
+        h
+      end
+
     Nx.as_type(h, type)
   end
 

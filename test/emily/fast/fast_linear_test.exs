@@ -72,6 +72,27 @@ defmodule Emily.Fast.FastLinearTest do
              1
   end
 
+  test "Emily.Fast.heads: the native block matches its fallback", c do
+    x = Nx.reshape(Nx.concatenate([c.x, c.x, c.x]), {1, 3, 48})
+    nw = Nx.add(1.0, Nx.multiply(0.1, Nx.sin(Nx.iota({8}, type: :f32))))
+    opts = [head_dim: 8, first: 1, count: 3, norm_weight: nw, base: 1.0e6]
+
+    for offset <- [nil, 5, Nx.tensor(7)] do
+      fallback = Emily.Fast.heads(x, offset, opts)
+      assert fallback.shape == {1, 3, 3, 8}
+      off = if is_struct(offset, Nx.Tensor), do: emily(offset), else: offset
+      native = Emily.Fast.heads(emily(x), off, Keyword.put(opts, :norm_weight, emily(nw)))
+      assert native.data.__struct__ == Emily.Backend
+
+      assert Nx.all_close(Nx.backend_transfer(native), fallback, atol: 1.0e-5) |> Nx.to_number() ==
+               1
+    end
+
+    assert_raise ArgumentError, ~r/Emily.Fast.heads: x must be/, fn ->
+      Emily.Fast.heads(x, nil, head_dim: 8, first: 5, count: 2)
+    end
+  end
+
   test "Emily.Fast.linear checks shapes", c do
     assert_raise ArgumentError, ~r/must share k/, fn ->
       Emily.Fast.linear(c.x, Nx.transpose(c.w))
