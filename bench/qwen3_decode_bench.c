@@ -25,6 +25,8 @@
  *                (K, N) weights, elementwise SiLU and adds, em_rope, em_sdpa),
  *                fuse = true, the ordinary replay (one launch per node)
  *   fuse+graph   the same, cuda_graph = true (one cudaGraphLaunch)
+ *   fast         the fused decode path, the plain replay (the caches are
+ *                donated to their put_slice: updated in place, no copy)
  *   fast+graph   the fused decode path (decoder_fast: em_fast_linear with
  *                norm prologues, SiLU-gate and residual epilogues, weights
  *                a row per output; em_fast_heads for the q/k norms and
@@ -399,6 +401,7 @@ int main(int argc, char **argv) {
         for (int l = 0; l < nL; l++) {
             run_mode("fuse", false, false, Bs[b], Ls[l]);
             run_mode("fuse+graph", false, true, Bs[b], Ls[l]);
+            run_mode("fast", true, false, Bs[b], Ls[l]);
             run_mode("fast+graph", true, true, Bs[b], Ls[l]);
         }
     return 0;
