@@ -157,6 +157,23 @@ EM_TEST(fast_linear_matches_composed) {
     }
 }
 
+EM_TEST(fast_linear_empty_rows) {
+    /* K = 0: every product is 0, the residual passes through */
+    int64_t xs[2] = {2, 0}, ws[2] = {3, 0}, rs[2] = {2, 3};
+    const double rv[] = {1, 2, 3, 4, 5, 6};
+    em_array *x = t_from_f64(NULL, xs, 2, EM_F32),
+             *w = t_from_f64(NULL, ws, 2, EM_F32),
+             *r = t_from_f64(rv, rs, 2, EM_F32), *y = NULL;
+    em_fast_linear_options o = {.gate = w, .residual = r};
+    CHECK_OK(em_fast_linear(x, w, &o, &y));
+    double out[6];
+    t_read_f64(y, out, 6);
+    for (int i = 0; i < 6; i++)
+        CHECK_NEAR(out[i], rv[i], 0);
+    em_array_release(x), em_array_release(w), em_array_release(r),
+        em_array_release(y);
+}
+
 EM_TEST(fast_linear_halves_round_once) {
     /* bf16: 1 + 1/256 + 1/256 is exact in f32 and rounds once to 1 + 1/128
      * in bf16; products in f32, one rounding at the end. */

@@ -23,8 +23,8 @@ em_status em__gpu_fast_linear_eval(em_array *node) {
     job.norm = p->norm;
     job.eps = p->eps;
     job.K = x->shape[x->ndim - 1];
-    job.M = job.K ? x->size / job.K : 0;
     job.N = w->shape[0];
+    job.M = node->size / job.N; /* x's leading rows; K may be 0 */
     job.x = em__data(x);
     job.w = em__data(w);
     job.norm_weight = p->has_norm_weight ? em__data(node->inputs[k++]) : NULL;

@@ -118,8 +118,8 @@ static em_status linear_eval(em_array *node) {
     j.res = p->has_residual ? em__data(node->inputs[k++]) : NULL;
     j.y = em__data(node);
     j.K = x->shape[x->ndim - 1];
-    j.M = j.K ? x->size / j.K : 0;
     j.N = w->shape[0];
+    j.M = node->size / j.N; /* x's leading rows (node->size > 0 here) */
     j.norm = p->norm;
     j.eps = p->eps;
     const linear_fns *f = &linear_table[node->dtype];
