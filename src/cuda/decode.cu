@@ -49,7 +49,9 @@ __global__ void __launch_bounds__(LIN_WARPS * 32)
     using S = typename DT<DTYPE>::S;
     using C = typename DT<DTYPE>::C;
     constexpr int VEC = 16 / (int)sizeof(S);
-    constexpr int UNROLL = 2;
+    // 16-byte loads in flight per lane: UNROLL x NW x LIN_NR (few x rows
+    // leave registers for more).
+    constexpr int UNROLL = MT <= 4 ? 4 : 2;
     constexpr int NW = GATE ? 2 : 1; // weight matrices read per output
     extern __shared__ __align__(16) unsigned char lin_smem[];
     C *xs = reinterpret_cast<C *>(lin_smem);
@@ -210,7 +212,19 @@ static int launch_linear_v(Device *d, const em_cuda_linear &j, size_t smem,
     if (smem > 48 * 1024)
         EMC_TRY(cudaFuncSetAttribute(
             kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    // One wave: as many blocks as fit on the GPU at once (the warps stride
+    // over the outputs), so that no SM idles through a last partial wave.
+    int per_sm = 0, dev = 0, sms = 0;
+    EMC_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, kernel, LIN_WARPS * 32, smem));
+    EMC_TRY(cudaGetDevice(&dev));
+    EMC_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     const int64_t tiles = (j.M + MT - 1) / MT;
+    int64_t wave = (int64_t)(per_sm > 0 ? per_sm : 1) * sms / tiles;
+    if (wave < 1)
+        wave = 1;
+    if (out_blocks > wave)
+        out_blocks = wave;
     dim3 grid((unsigned)out_blocks, (unsigned)tiles);
     kernel<<<grid, LIN_WARPS * 32, smem, d->stream>>>(j);
     EMC_LAUNCHED("fast_linear kernel");
@@ -257,16 +271,10 @@ int launch_fast_linear(Device *d, const em_cuda_linear *job) {
             const int64_t vec = 16 / (int64_t)sizeof(S);
             const bool vector = j.K % vec == 0 && (uintptr_t)j.w % 16 == 0 &&
                                 (!j.gate || (uintptr_t)j.gate % 16 == 0);
-            int dev = 0, sms = 0;
-            EMC_TRY(cudaGetDevice(&dev));
-            EMC_TRY(cudaDeviceGetAttribute(
-                &sms, cudaDevAttrMultiProcessorCount, dev));
-            // Enough blocks for every SM (two each) without more blocks
-            // than output pairs; each block normalises x once.
+            // A block per LIN_WARPS * LIN_NR outputs, capped at one wave
+            // (launch_linear_v); each block normalises x once.
             const int64_t per_block = (int64_t)LIN_WARPS * LIN_NR;
-            int64_t out_blocks = (j.N + per_block - 1) / per_block;
-            if (out_blocks > 4 * (int64_t)sms)
-                out_blocks = 4 * (int64_t)sms;
+            const int64_t out_blocks = (j.N + per_block - 1) / per_block;
             if ((j.M + MT - 1) / MT > 65535)
                 return fail(EM_ERR_UNSUPPORTED,
                             "fast_linear: %lld rows of x exceed one grid",

@@ -475,7 +475,7 @@ static int sdpa(int dev, const em_cuda_sdpa *job) {
     return launch_sdpa(d, job);
 }
 
-// ---- decode path (attention_decode.cu) -------------------------------------
+// ---- decode path (attention_decode.cu, decode.cu) --------------------------
 
 int launch_sdpa_decode(Device *d, const em_cuda_sdpa *job);
 
@@ -564,7 +564,7 @@ static const em_cuda_api api = {
     graph_end,
     graph_launch,
     graph_destroy,
-    // decode path (attention_decode.cu)
+    // decode path (attention_decode.cu, decode.cu)
     sdpa_decode,
     fast_linear,
     fast_heads,
