@@ -73,6 +73,65 @@ typedef struct em_rope_options {
 em_status em_rope(em_array *x, em_array *offset, const em_rope_options *opts,
                   em_array **out);
 
+/* ---- decode-path kernels (issue 16): inference only, no vjp (grad
+ * through them fails with "no gradient rule for fast_linear") ---- */
+
+/* Options of em_fast_linear; the zero value is a plain product. */
+typedef struct em_fast_linear_options {
+    /* RMS-norm prologue: x is replaced by x * rsqrt(mean(x^2) + eps) *
+     * norm_weight (norm_weight of shape (K) and x's dtype, or NULL for no
+     * scaling), over x's last axis, kept in the compute type (not rounded
+     * to x's dtype as em_rms_norm's output would be). */
+    bool norm;
+    em_array *norm_weight;
+    double eps;
+    /* Gated product (SwiGLU): with gate (N, K) of w's dtype, the result is
+     * silu(x @ gate^T) * (x @ w^T), silu(g) = g / (1 + exp(-g)). NULL:
+     * x @ w^T. */
+    em_array *gate;
+    /* Added to the result: shape x's leading axes and N, x's dtype. NULL:
+     * nothing. */
+    em_array *residual;
+} em_fast_linear_options;
+
+/* out = epilogue(prologue(x) @ w^T): the decode step's matrix-vector
+ * products fused with what surrounds them. x (..., K) and w (N, K) (the
+ * checkpoint layout: a row per output) of one float dtype; out (..., N) of
+ * that dtype. Products and epilogue accumulate in f32 (f64 for f64) and
+ * round once. On the GPU the weight rows are streamed once with 16-byte
+ * loads, for every row of x (meant for a few rows: decode batches). opts
+ * may be NULL. */
+em_status em_fast_linear(em_array *x, em_array *w,
+                         const em_fast_linear_options *opts, em_array **out);
+
+/* Options of em_fast_heads. */
+typedef struct em_fast_heads_options {
+    /* x's last axis is a row of heads of head_dim features; the result
+     * takes heads [first, first + count). */
+    int64_t head_dim, first, count;
+    /* Per-head RMS norm over head_dim (Qwen3's q/k norms): x * rsqrt(mean
+     * (x^2) + eps) * norm_weight (shape (head_dim), x's dtype; NULL: no
+     * scaling), kept in the compute type before the rotation. */
+    bool norm;
+    em_array *norm_weight;
+    double eps;
+    /* RoPE at position offset + s for sequence index s (em_rope's
+     * semantics: rope.dims, traditional, base, scale; rope.freqs must be
+     * NULL). offset NULL: no rotation. */
+    em_array *offset;
+    em_rope_options rope;
+} em_fast_heads_options;
+
+/* The decode step's head split, q/k norm and RoPE in one kernel: x (B, S,
+ * N) with N >= (first + count) * head_dim -> out (B, count, S, head_dim),
+ * head h of out taken from x's features [(first + h) * head_dim, ...),
+ * normed and rotated as the options say, rounded once to x's dtype. With
+ * a fused q/k/v product's output it gives q, k or v in the attention
+ * layout; k and v then go to the cache with em_dynamic_put_slice. No vjp
+ * (grad fails naming "fast_heads"). */
+em_status em_fast_heads(em_array *x, const em_fast_heads_options *opts,
+                        em_array **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -154,3 +154,21 @@ if [ "${SMOLLM2:-0}" = 1 ]; then
     --gguf "${EMILY_MODELS:-$HOME/.cache/emily/models}/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" \
     2>&1 | tee "$OUT/smollm2_torch.log" | tail -12
 fi
+# ---- decode path (issue 16 item 2; make build/qwen3_decode_bench
+# build/cuda_transformer_bench). The Qwen3-shaped decode step with a KV
+# cache against PyTorch: batches at cache 512, then the cache curve at
+# batch 1 (DECODE_B / DECODE_L / DECODE_CURVE_L override; DECODE=0 skips).
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ "${DECODE:-1}" = 1 ] && [ -x "$BIN/qwen3_decode_bench" ]; then
+  for grid in "${DECODE_B:-1,4,16} 512" "1 ${DECODE_CURVE_L:-128,2048,8192}"; do
+    echo "== qwen3_decode_bench B L = $grid"
+    PYTHONUNBUFFERED=1 timeout "${DECODE_TIMEOUT:-400}" python3 bench/qwen3_decode_torch.py \
+      "$BIN/qwen3_decode_bench" $grid 2>&1 | tee -a "$OUT/qwen3_decode.log" | grep -v "^RESULT"
+  done
+fi
+# The decode path's kernels alone against PyTorch (fast_linear GB/s at the
+# decode shapes, decode attention).
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ "${DECODE:-1}" = 1 ] && [ -x "$BIN/decode_kernels_bench" ]; then
+  echo "== decode_kernels_bench"
+  PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-240}" python3 bench/decode_kernels_torch.py \
+    "$BIN/decode_kernels_bench" 2>&1 | tee "$OUT/decode_kernels.log" | grep -v "^RESULT"
+fi

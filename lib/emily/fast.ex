@@ -42,6 +42,19 @@ defmodule Emily.Fast do
   )
 
   @doc """
+  The decode path's fused matrix-vector product, `[silu(xn . gate^T) *]
+  (xn . w^T) [+ residual]` with an optional RMS-norm prologue, `w` a row per
+  output: see `Emily.Fast.Decode.linear/3`.
+  """
+  deftransform(linear(x, w, opts \\ []), do: Emily.Fast.Decode.linear(x, w, opts))
+
+  @doc """
+  The decode step's head split with the per-head RMS norm and RoPE in one
+  kernel: see `Emily.Fast.Decode.heads/3`.
+  """
+  deftransform(heads(x, offset, opts), do: Emily.Fast.Decode.heads(x, offset, opts))
+
+  @doc """
   RMS normalisation over the last axis:
   `x * rsqrt(mean(x ** 2) + eps) * weight`.
 

@@ -632,6 +632,38 @@ defmodule Emily.Native do
   # offset: a 0-d s32/s64 ref; freqs: a 1-D f32 ref of dims/2 periods, or nil.
   def fast_rope(_x, _offset, _freqs, _dims, _traditional, _base, _scale), do: nif_error()
 
+  @doc """
+  The decode path's fused matrix-vector product (`em_fast_linear`):
+  `[silu(xn gate^T) *] (xn w^T) [+ residual]`, `xn` x or (norm true) its
+  RMS-normed rows `x * rsqrt(mean(x ** 2) + eps) * norm_weight` (nil: no
+  weight). x `{..., k}`, w and gate `{n, k}` (a row per output), residual
+  `{..., n}`, one float type; f32 accumulation, one rounding. No gradient.
+  """
+  def fast_linear(_x, _w, _norm, _norm_weight, _eps, _gate, _residual), do: nif_error()
+
+  @doc """
+  The decode path's head split (`em_fast_heads`): heads `[first, first +
+  count)` of `x` `{b, s, n}` as `{b, count, s, head_dim}`, each RMS-normed
+  (norm true; norm_weight `{head_dim}` or nil) and rotated by RoPE at
+  position `offset + s` (offset a 0-d s32/s64 ref, or nil: no rotation;
+  dims, traditional, base, scale as `fast_rope/7`). No gradient.
+  """
+  def fast_heads(
+        _x,
+        _head_dim,
+        _first,
+        _count,
+        _norm,
+        _norm_weight,
+        _eps,
+        _offset,
+        _dims,
+        _traditional,
+        _base,
+        _scale
+      ),
+      do: nif_error()
+
   # ---- scaled dot-product attention (nif_attention.c) ----
 
   @doc """

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define EM_CUDA_API_VERSION 8
+#define EM_CUDA_API_VERSION 9
 #define EM_CUDA_MAX_NDIM 16 /* = EM_MAX_NDIM */
 #define EM_CUDA_MAX_IN 3
 
@@ -232,7 +232,7 @@ typedef struct em_cuda_linalg {
  * of ggml type `type`. ggml_dequantize writes (rows, k) in dtype (f32,
  * f16, bf16, f64) bit-exactly as the CPU; ggml_matmul writes out (m, rows)
  * = x (m, k) @ W^T, x and out in dtype (f32, f16, bf16), accumulating in
- * f32: a warp per weight row for m <= 8, else f32 tiles of W decoded into
+ * f32: a warp per weight row for m <= 16, else f32 tiles of W decoded into
  * stream-ordered scratch and multiplied by cuBLAS. */
 typedef struct em_cuda_ggml {
     int type, dtype;
@@ -304,6 +304,9 @@ typedef struct em_cuda_im2col {
  * boolean one is pred (mask_kind 1 / 2, 0: none); sinks (H) that dtype or
  * NULL. nsplit > 1 splits the keys into that many chunks (decode) whose
  * partial results the plugin combines (its own stream-ordered scratch). */
+/* Query positions up to which em_sdpa counts as decode (sdpa_decode); the
+ * prefill kernels take longer queries. */
+#define EM_CUDA_SDPA_DECODE_MAX_LQ 16
 typedef struct em_cuda_sdpa {
     int dtype, causal, mask_kind;
     int64_t B, H, Hkv, Lq, Lk, D, Dv, nsplit;
@@ -361,6 +364,35 @@ typedef struct em_cuda_fast_rope {
     const float *freqs; /* dims/2 periods on the device, or NULL: base */
     void *out;
 } em_cuda_fast_rope;
+
+/* Decode-path fused matrix-vector product (decode.cu; ops/fast_decode.c's
+ * semantics): out (M, N) = [silu(xn gate^T) *] (xn w^T) [+ residual], xn =
+ * x (M, K) or its RMS-normed rows (norm: x * rsqrt(mean(x^2) + eps) *
+ * norm_weight, norm_weight NULL for none). w and gate (N, K), residual (M,
+ * N); all row-major and contiguous, one dtype: f16, bf16, f32 (f32
+ * compute) or f64. */
+typedef struct em_cuda_linear {
+    int dtype, norm;
+    int64_t M, N, K;
+    double eps;
+    const void *x, *w, *norm_weight, *gate, *residual;
+    void *out;
+} em_cuda_linear;
+
+/* em_fast_heads (decode.cu; ops/fast_decode.c's semantics): x (B, S, N)
+ * contiguous -> out (B, count, S, head_dim), head h from x's features
+ * [(first + h) * head_dim, ...), RMS-normed (norm; norm_weight NULL: no
+ * scaling) and rotated (rope: pairs of the first dims features, half
+ * rotation or traditional, angle scale * (offset + s) * base^(-2i/dims) in
+ * double) in the compute type, rounded once. offset: a 0-d s32 / s64 on
+ * the device (offset_dtype). head_dim <= 256. */
+typedef struct em_cuda_heads {
+    int dtype, norm, rope, traditional, offset_dtype;
+    int64_t B, S, N, head_dim, first, count, dims;
+    double eps, base, scale;
+    const void *x, *norm_weight, *offset;
+    void *out;
+} em_cuda_heads;
 /* Affine quantization (quant.cu; formats of include/emily_quant.h). dtype:
  * of w / scales / biases / x / out (f32, f16 or bf16), all row-major.
  *   op 0 quantize:   w (rows, len) -> wq (rows, len*bits/32), scales,
@@ -369,7 +401,7 @@ typedef struct em_cuda_fast_rope {
  *   op 2 matmul:     out (m, n) = x (m, k) @ D^T (transpose; D (n, k) in
  *                    wq/scales/biases) or x @ D (D (k, n)); f32
  *                    accumulation. Every m: a warp-per-row kernel that
- *                    reads x from shared memory when m <= 8, otherwise
+ *                    reads x from shared memory when m <= 16, otherwise
  *                    D in f32 tiles of shared memory.
  */
 typedef struct em_cuda_affine {
@@ -526,6 +558,18 @@ typedef struct em_cuda_api {
      * q, k, v, out 16-byte aligned; anything else fails with
      * EM_ERR_UNSUPPORTED (gpu_attention.c sends only such jobs). */
     int (*sdpa_prefill)(int dev, const em_cuda_sdpa *job);
+    /* ---- decode path (issue 16 item 2, attention_decode.cu) ---- */
+    /* em_sdpa for Lq <= EM_CUDA_SDPA_DECODE_MAX_LQ: flash-decoding over
+     * grouped heads. Takes f16, bf16, f32; D == Dv in {64, 128, 256}; K and
+     * V with unit stride along the head dimension and 16-byte aligned rows
+     * (the engine routes anything else to sdpa, and this fails with
+     * EM_ERR_UNSUPPORTED naming the reason). Chooses its own key split
+     * (job->nsplit is ignored) and combines the chunks itself. */
+    int (*sdpa_decode)(int dev, const em_cuda_sdpa *job);
+    /* em_fast_linear (decode.cu). */
+    int (*fast_linear)(int dev, const em_cuda_linear *job);
+    /* em_fast_heads (decode.cu). */
+    int (*fast_heads)(int dev, const em_cuda_heads *job);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

@@ -487,6 +487,27 @@ int launch_sdpa_prefill(Device *d, const em_cuda_sdpa *job);
 static int sdpa_prefill(int dev, const em_cuda_sdpa *job) {
     EMC_DEVICE(d, dev);
     return launch_sdpa_prefill(d, job);
+// ---- decode path (attention_decode.cu, decode.cu) --------------------------
+
+int launch_sdpa_decode(Device *d, const em_cuda_sdpa *job);
+
+static int sdpa_decode(int dev, const em_cuda_sdpa *job) {
+    EMC_DEVICE(d, dev);
+    return launch_sdpa_decode(d, job);
+}
+
+int launch_fast_linear(Device *d, const em_cuda_linear *job);
+
+static int fast_linear(int dev, const em_cuda_linear *job) {
+    EMC_DEVICE(d, dev);
+    return launch_fast_linear(d, job);
+}
+
+int launch_fast_heads(Device *d, const em_cuda_heads *job);
+
+static int fast_heads(int dev, const em_cuda_heads *job) {
+    EMC_DEVICE(d, dev);
+    return launch_fast_heads(d, job);
 }
 
 int graph_begin(int dev);
@@ -562,6 +583,10 @@ static const em_cuda_api api = {
     nccl_collective,
     // prefill attention on the tensor cores (attention_prefill.cu)
     sdpa_prefill,
+    // decode path (attention_decode.cu, decode.cu)
+    sdpa_decode,
+    fast_linear,
+    fast_heads,
 };
 
 } // namespace emc

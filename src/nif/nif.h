@@ -261,7 +261,9 @@ void nif_leave(void);
     F(fast_rms_norm, 3)                                                        \
     F(fast_layer_norm, 4)                                                      \
     F(fast_softmax, 2)                                                         \
-    F(fast_rope, 7)
+    F(fast_rope, 7)                                                            \
+    F(fast_linear, 7)                                                          \
+    F(fast_heads, 12)
 
 /* nif_attention.c: scaled dot-product attention. */
 #define NIF_ATTENTION_FUNCS(F) F(sdpa, 7)

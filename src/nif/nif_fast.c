@@ -8,6 +8,14 @@
  *   fast_rope(x, offset, freqs | nil, dims, traditional, base, scale)
  *       offset: a 0-d s32/s64 tensor; freqs: 1-D f32 periods (MLX's
  *       convention) or nil for base
+ *   fast_linear(x, w, norm, norm_weight | nil, eps, gate | nil,
+ *               residual | nil)
+ *       the decode path's fused matrix-vector product (em_fast_linear):
+ *       norm a boolean (the RMS prologue), w and gate {n, k}
+ *   fast_heads(x, head_dim, first, count, norm, norm_weight | nil, eps,
+ *              offset | nil, dims, traditional, base, scale)
+ *       em_fast_heads: heads [first, first + count) of x {b, s, n} as
+ *       {b, count, s, head_dim}, normed and rotated (offset nil: no RoPE)
  */
 #include "emily_fast.h"
 #include "nif.h"
@@ -85,4 +93,41 @@ NIF_DECL(fast_rope) {
         !get_number(&c, argv[6], "scale", &o.scale))
         return c.raised;
     return nif_result(&c, em_rope(x, offset, &o, &out), &out);
+}
+
+NIF_DECL(fast_linear) {
+    nif_call c = NIF_CALL(env, "fast_linear");
+    em_array *x, *w, *out;
+    em_fast_linear_options o;
+    memset(&o, 0, sizeof o);
+    if (!nif_get_array(&c, argv[0], "x", &x) ||
+        !nif_get_array(&c, argv[1], "w", &w) ||
+        !nif_get_bool(&c, argv[2], "norm", &o.norm) ||
+        !get_optional_array(&c, argv[3], "norm_weight", &o.norm_weight) ||
+        !get_number(&c, argv[4], "eps", &o.eps) ||
+        !get_optional_array(&c, argv[5], "gate", &o.gate) ||
+        !get_optional_array(&c, argv[6], "residual", &o.residual))
+        return c.raised;
+    return nif_result(&c, em_fast_linear(x, w, &o, &out), &out);
+}
+
+NIF_DECL(fast_heads) {
+    nif_call c = NIF_CALL(env, "fast_heads");
+    em_array *x, *out;
+    em_fast_heads_options o;
+    memset(&o, 0, sizeof o);
+    if (!nif_get_array(&c, argv[0], "x", &x) ||
+        !nif_get_i64(&c, argv[1], "head_dim", &o.head_dim) ||
+        !nif_get_i64(&c, argv[2], "first", &o.first) ||
+        !nif_get_i64(&c, argv[3], "count", &o.count) ||
+        !nif_get_bool(&c, argv[4], "norm", &o.norm) ||
+        !get_optional_array(&c, argv[5], "norm_weight", &o.norm_weight) ||
+        !get_number(&c, argv[6], "eps", &o.eps) ||
+        !get_optional_array(&c, argv[7], "offset", &o.offset) ||
+        !nif_get_i64(&c, argv[8], "dims", &o.rope.dims) ||
+        !nif_get_bool(&c, argv[9], "traditional", &o.rope.traditional) ||
+        !get_number(&c, argv[10], "base", &o.rope.base) ||
+        !get_number(&c, argv[11], "scale", &o.rope.scale))
+        return c.raised;
+    return nif_result(&c, em_fast_heads(x, &o, &out), &out);
 }

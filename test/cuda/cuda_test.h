@@ -107,5 +107,7 @@ void test_attention(void); /* test_attention.c: em_sdpa */
 void test_distributed(void); /* test_distributed.c: collectives, NCCL */
 /* test_attention_prefill.c: tensor-core prefill attention */
 void test_attention_prefill(void);
+void test_attention_decode(void); /* test_attention_decode.c: em_sdpa, Lq <= 16 */
+void test_decode(void); /* test_decode.c: em_fast_linear (decode path) */
 
 #endif

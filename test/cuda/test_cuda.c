@@ -1006,6 +1006,8 @@ int main(void) {
     test_fusion();
     test_attention();
     test_attention_prefill();
+    test_attention_decode();
+    test_decode();
     test_threads();
     test_while();
     test_in_range();

@@ -1,11 +1,13 @@
 /*
  * gpu_attention.c — em_sdpa on the GPU: fills the plugin's job (operands
  * read in place through their strides, the mask's broadcast as zero
- * strides) and picks the schedule: a few queries over many keys split the
- * keys into chunks (flash-decoding; the plugin combines them), anything
- * else runs the tiled kernel over query blocks, or, for prefill in f16/bf16
- * with head dims 32/64/96/128 and dense aligned rows, the tensor-core flash
- * kernel (attention_prefill.cu).
+ * strides) and picks the schedule: up to EM_CUDA_SDPA_DECODE_MAX_LQ
+ * queries go to the grouped-head decode kernel (attention_decode.cu) when
+ * K / V allow 16-byte loads; otherwise a few queries over many keys split
+ * the keys into chunks (flash-decoding; the plugin combines them); more
+ * queries in f16/bf16 with head dims 32/64/96/128 and dense aligned rows go
+ * to the tensor-core flash kernel (attention_prefill.cu), anything else
+ * runs the tiled kernel over query blocks.
  */
 #include "../cuda/emily_cuda.h"
 #include "internal.h"
@@ -14,11 +16,6 @@
 /* Blocks below which the decode schedule splits the keys further. */
 #define SDPA_GPU_BLOCKS 512
 #define SDPA_GPU_MIN_CHUNK 256
-
-/* Query counts up to this go to the decode kernels (attention.cu, the
- * split-key schedule); above it the tensor-core prefill kernel may take
- * the job. */
-#define SDPA_GPU_DECODE_MAX 16
 
 /* The last axis contiguous, the others multiples of 8 elements (16 bytes
  * of f16/bf16: cp.async's unit) unless of extent 1, the data 16-byte
@@ -35,13 +32,31 @@ static bool sdpa_rows_dense(const em_array *a, const void *data) {
 /* What attention_prefill.cu handles (the plugin checks it again). */
 static bool sdpa_prefill_fits(const em_cuda_sdpa *job, const em_array *q,
                               const em_array *k, const em_array *v) {
-    return job->Lq > SDPA_GPU_DECODE_MAX && job->nsplit == 1 &&
+    return job->Lq > EM_CUDA_SDPA_DECODE_MAX_LQ && job->nsplit == 1 &&
            (job->dtype == EM_F16 || job->dtype == EM_BF16) &&
            job->D == job->Dv &&
            (job->D == 32 || job->D == 64 || job->D == 96 || job->D == 128) &&
            job->B <= 65535 && job->H <= 65535 && sdpa_rows_dense(q, job->q) &&
            sdpa_rows_dense(k, job->k) && sdpa_rows_dense(v, job->v) &&
            ((uintptr_t)job->out & 15) == 0;
+/* Whether attention_decode.cu's kernel takes the job: f16 / bf16 / f32,
+ * equal head dimensions of 64, 128 or 256, grouped heads, K and V
+ * contiguous along the head dimension with 16-byte aligned rows (it reads
+ * them with 16-byte loads). The plugin checks the same and fails clearly. */
+static bool sdpa_decode_fits(const em_cuda_sdpa *j) {
+    if (j->dtype != EM_F16 && j->dtype != EM_BF16 && j->dtype != EM_F32)
+        return false;
+    if (j->D != j->Dv || (j->D != 64 && j->D != 128 && j->D != 256))
+        return false;
+    if (j->Hkv < 1 || j->H % j->Hkv || j->B > 65535 || j->Hkv > 65535)
+        return false;
+    const int64_t vec = 16 / (int64_t)em_dtype_size(j->dtype);
+    if (j->k_st[3] != 1 || j->v_st[3] != 1)
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (j->k_st[i] % vec || j->v_st[i] % vec)
+            return false;
+    return (uintptr_t)j->k % 16 == 0 && (uintptr_t)j->v % 16 == 0;
 }
 
 em_status em__gpu_sdpa_eval(em_array *node) {
@@ -89,6 +104,13 @@ em_status em__gpu_sdpa_eval(em_array *node) {
         job.sinks = em__data(s);
         job.sinks_st = s->strides[0];
     }
+    /* Decode (Lq <= EM_CUDA_SDPA_DECODE_MAX_LQ): the grouped-head
+     * flash-decoding kernel (attention_decode.cu) where its layout
+     * conditions hold, else the general kernel below. */
+    if (job.Lq <= EM_CUDA_SDPA_DECODE_MAX_LQ && sdpa_decode_fits(&job)) {
+        int rc = api->sdpa_decode(ord, &job);
+        return rc ? em__gpu_fail(api, rc, "sdpa") : EM_OK;
+    }
     job.nsplit = 1;
     if (job.Lq <= 16 && job.Lk >= 2 * SDPA_GPU_MIN_CHUNK) {
         const int64_t blocks = job.B * job.H; /* one query block each */
@@ -98,7 +120,7 @@ em_status em__gpu_sdpa_eval(em_array *node) {
         if (job.nsplit < 1)
             job.nsplit = 1;
     }
-    /* Prefill (more than SDPA_GPU_DECODE_MAX queries) in f16/bf16 with
+    /* Prefill (more than EM_CUDA_SDPA_DECODE_MAX_LQ queries) in f16/bf16 with
      * head dims 32, 64, 96 or 128 and dense, aligned rows: the tensor-core
      * kernel (attention_prefill.cu); everything else the tiled kernel. */
     if (sdpa_prefill_fits(&job, q, k, v) && api->sdpa_prefill) {
