@@ -39,6 +39,8 @@ static bool sdpa_prefill_fits(const em_cuda_sdpa *job, const em_array *q,
            job->B <= 65535 && job->H <= 65535 && sdpa_rows_dense(q, job->q) &&
            sdpa_rows_dense(k, job->k) && sdpa_rows_dense(v, job->v) &&
            ((uintptr_t)job->out & 15) == 0;
+}
+
 /* Whether attention_decode.cu's kernel takes the job: f16 / bf16 / f32,
  * equal head dimensions of 64, 128 or 256, grouped heads, K and V
  * contiguous along the head dimension with 16-byte aligned rows (it reads
