@@ -1,4 +1,5 @@
 /* Core runtime: leaf arrays, validation, allocator, streams, thread pool. */
+#include "emily_device.h"
 #include "test.h"
 #include "internal.h"
 
@@ -271,4 +272,13 @@ EM_TEST(core_collapse_dims) {
     const int64_t *in3[1] = {bst};
     CHECK(em__collapse(2, bshape, 1, in3, out_shape, out_strides) == 1);
     CHECK(out_shape[0] == 5 && out_strides[0][0] == 0);
+}
+
+/* GPU-only entry points refuse the CPU device with an error (they reached
+ * for a GPU backend that the CPU does not have). */
+EM_TEST(core_gpu_entry_points_refuse_the_cpu) {
+    em_device_event *event = NULL;
+    CHECK_ERR(em_device_event_record(EM_DEVICE_CPU, &event), EM_ERR_ARGUMENT,
+              "is not a GPU");
+    CHECK(event == NULL);
 }

@@ -164,6 +164,9 @@ em_status em__gpu_backend(em_device device, const em_cuda_api **api,
             *ordinal = device - 1;
         return EM_OK;
     }
+    /* The CPU is available but has no GPU backend (event timing on it, say). */
+    if (!em_device_is_gpu(device))
+        return em__fail(EM_ERR_ARGUMENT, "device %d is not a GPU", (int)device);
     const char *reason;
     if (!em_device_available(device, &reason))
         return em__fail(em_device_is_gpu(device) ? EM_ERR_UNSUPPORTED
