@@ -480,6 +480,7 @@ int nccl_comm_init(int dev, int size, int rank, const unsigned char id[128],
                    void **comm);
 void nccl_comm_destroy(void *comm);
 int nccl_collective(int dev, const em_cuda_nccl *job);
+
 // ---- prefill attention on the tensor cores (attention_prefill.cu) --------
 
 int launch_sdpa_prefill(Device *d, const em_cuda_sdpa *job);
@@ -487,6 +488,8 @@ int launch_sdpa_prefill(Device *d, const em_cuda_sdpa *job);
 static int sdpa_prefill(int dev, const em_cuda_sdpa *job) {
     EMC_DEVICE(d, dev);
     return launch_sdpa_prefill(d, job);
+}
+
 // ---- decode path (attention_decode.cu, decode.cu) --------------------------
 
 int launch_sdpa_decode(Device *d, const em_cuda_sdpa *job);
