@@ -163,6 +163,8 @@ static em_status op_single(em_array *const *in, em_array **out) {
 static double stream_ms(const qcase *c) {
     const int64_t xs[2] = {c->m, c->k};
     em_array *ph = NULL, *out = NULL, *y = NULL;
+    /* Placeholders live on the default device: the GPU, like the weights. */
+    em_device old = em_set_default_device(GPU);
     check(em_placeholder(EM_BF16, xs, 2, &ph), "placeholder");
     em_array **prods = malloc((size_t)c->copies * sizeof *prods);
     if (!prods)
@@ -170,6 +172,7 @@ static double stream_ms(const qcase *c) {
     for (int i = 0; i < c->copies; i++)
         check(product(c, ph, i, &prods[i]), "build");
     check(em_concatenate(prods, (size_t)c->copies, 1, &out), "concatenate");
+    em_set_default_device(old);
     for (int i = 0; i < c->copies; i++)
         em_array_release(prods[i]);
     free(prods);
