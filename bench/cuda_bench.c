@@ -171,6 +171,25 @@ static void bare_launch(int iters) {
     result("eager_add_1024_bare_launch", us / 1e3, us, "us");
     for (int k = 0; k < 3; k++)
         api->free(ord, buf[k]);
+    /* The bare launch in parts (src/cuda/launch_probe.cu): host cost per
+     * call with the launch queue kept short, then with it allowed to fill. */
+    em_cuda_launch_probe p;
+    if (api->launch_probe(ord, iters, &p))
+        die(api->last_error());
+    const struct {
+        const char *name;
+        double us;
+    } parts[] = {
+        {"eager_probe_device_lookup", p.device_lookup_us},
+        {"eager_probe_get_last_error", p.get_last_error_us},
+        {"eager_probe_empty_chevron", p.chevron_us},
+        {"eager_probe_empty_chevron_checked", p.chevron_checked_us},
+        {"eager_probe_empty_cudaLaunchKernel", p.launch_kernel_us},
+        {"eager_probe_empty_cuLaunchKernel", p.driver_launch_us},
+        {"eager_probe_empty_chevron_full_queue", p.full_queue_us},
+    };
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
+        result(parts[k].name, parts[k].us / 1e3, parts[k].us, "us");
 }
 
 int main(int argc, char **argv) {
