@@ -122,6 +122,11 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   if [ -x "$BIN/cuda_bench" ]; then
     echo "== cuda_bench --eager"
     timeout "${BENCH_TIMEOUT:-240}" "$BIN/cuda_bench" --eager 2>&1 | tee "$OUT/eager.log"
+    # The same with every kernel loaded at start: whether CUDA's lazy
+    # loading (the default) costs anything per launch once warm.
+    echo "== cuda_bench --eager (CUDA_MODULE_LOADING=EAGER)"
+    CUDA_MODULE_LOADING=EAGER timeout "${BENCH_TIMEOUT:-240}" "$BIN/cuda_bench" --eager 2>&1 |
+      tee "$OUT/eager_module_eager.log" | grep -E "eager_add|eager_probe"
   fi
 fi
 # The decode step as a CUDA graph (when built: make build/cuda_graph_bench).

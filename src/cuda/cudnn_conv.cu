@@ -24,6 +24,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -145,37 +146,56 @@ static void load_cudnn(Cudnn *c) {
              c->version / 100 % 100, c->version % 100);
 }
 
-// The loaded library, or NULL (then its why says why).
-static Cudnn *cudnn_lib(Cudnn **why = nullptr) {
-    static Cudnn lib;
-    static std::once_flag once;
-    std::call_once(once, load_cudnn, &lib);
-    if (why)
-        *why = &lib;
-    return lib.lib ? &lib : nullptr;
+static Cudnn loaded;
+static std::once_flag load_once;
+// Set when a loaded cuDNN turns out unusable here (a sub-library that does
+// not load, a driver or runtime it does not support): convolutions then
+// take im2col, and cudnn_info reports why.
+static std::atomic<bool> unusable{false};
+static std::mutex unusable_lock;
+static char unusable_why[1024];
+
+// The usable library, or NULL.
+static Cudnn *cudnn_lib() {
+    std::call_once(load_once, load_cudnn, &loaded);
+    return loaded.lib && !unusable.load() ? &loaded : nullptr;
 }
 
 int cudnn_info(char *msg, size_t len) {
-    Cudnn *all = nullptr;
-    Cudnn *c = cudnn_lib(&all);
-    if (msg && len)
-        snprintf(msg, len, "%s", all->why);
+    Cudnn *c = cudnn_lib();
+    if (msg && len) {
+        std::lock_guard<std::mutex> g(unusable_lock);
+        snprintf(msg, len, "%s", unusable.load() ? unusable_why : loaded.why);
+    }
     return c ? 1 : 0;
 }
 
-// A cuDNN status: 0 on success; statuses that mean "this case is not for
-// cuDNN" (bad or unsupported parameters, 2xxx and 3xxx) set *unsupported;
-// others are failures, recorded with the call's name.
+static void mark_unusable(Cudnn *c, cudnnStatus_t s, const char *what) {
+    std::lock_guard<std::mutex> g(unusable_lock);
+    snprintf(unusable_why, sizeof unusable_why, "%.400s unusable: %.200s: %.300s",
+             c->why, what, c->cudnnGetErrorString(s));
+    unusable.store(true);
+}
+
+// A cuDNN status: 0 on success. With `unsupported` (building a plan):
+// statuses that mean "this case is not for cuDNN" (bad or unsupported
+// parameters, 2xxx and 3xxx) set it; uncategorised ones (1xxx: a
+// sub-library that does not load, version mismatches) also mark cuDNN
+// unusable. Others are failures, recorded with the call's name.
 static int check(Cudnn *c, cudnnStatus_t s, const char *what,
                  bool *unsupported) {
     if (s == CUDNN_STATUS_SUCCESS)
         return 0;
-    if (unsupported && (s / 1000 == 2 || s / 1000 == 3)) {
+    if (unsupported && (s / 1000 == 1 || s / 1000 == 2 || s / 1000 == 3)) {
+        if (s / 1000 == 1)
+            mark_unusable(c, s, what);
         *unsupported = true;
         return 0;
     }
-    return fail(s == CUDNN_STATUS_ALLOC_FAILED ? EM_ERR_OOM : EM_ERR_RUNTIME,
-                "conv: %s: %s", what, c->cudnnGetErrorString(s));
+    const bool oom = s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                     s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+    return fail(oom ? EM_ERR_OOM : EM_ERR_RUNTIME, "conv: %s: %s", what,
+                c->cudnnGetErrorString(s));
 }
 
 // ---- handles, one per CUDA stream (a handle's state is its stream's) ------
@@ -184,7 +204,10 @@ static std::unordered_map<cudaStream_t, cudnnHandle_t>
     handles[EM_DEVICE_MAX_GPUS];
 static std::mutex handle_lock[EM_DEVICE_MAX_GPUS];
 
+// *out = NULL (and 0) when no handle can be made here: cuDNN is then
+// marked unusable (a machine whose driver or runtime it does not support).
 static int handle_for(Cudnn *c, int dev, Device *d, cudnnHandle_t *out) {
+    *out = nullptr;
     std::lock_guard<std::mutex> g(handle_lock[dev]);
     auto it = handles[dev].find(d->stream);
     if (it != handles[dev].end()) {
@@ -192,8 +215,14 @@ static int handle_for(Cudnn *c, int dev, Device *d, cudnnHandle_t *out) {
         return 0;
     }
     cudnnHandle_t h = nullptr;
-    if (int rc = check(c, c->cudnnCreate(&h), "cudnnCreate", nullptr))
+    bool unsup = false;
+    if (int rc = check(c, c->cudnnCreate(&h), "cudnnCreate", &unsup))
         return rc;
+    if (unsup) {
+        if (!unusable.load())
+            mark_unusable(c, CUDNN_STATUS_NOT_SUPPORTED, "cudnnCreate");
+        return 0;
+    }
     if (int rc = check(c, c->cudnnSetStream(h, d->stream), "cudnnSetStream",
                        nullptr)) {
         c->cudnnDestroy(h);
@@ -407,7 +436,7 @@ static Plan *plan_for(int dev, Device *d, const em_cuda_cudnn_conv *j,
     if (it != plans[dev].end())
         return &it->second;
     cudnnHandle_t h;
-    if ((*rc = handle_for(c, dev, d, &h)))
+    if ((*rc = handle_for(c, dev, d, &h)) || !h)
         return nullptr;
     Plan p;
     if ((*rc = build_plan(c, h, j, tf32, &p)))
@@ -446,10 +475,12 @@ int cudnn_conv_run(int dev, const em_cuda_cudnn_conv *job) {
         return fail(EM_ERR_ARGUMENT,
                     "conv: cuDNN workspace of %zu bytes, %zu needed",
                     job->workspace_bytes, p->workspace);
-    Cudnn *c = cudnn_lib();
+    Cudnn *c = &loaded; // plan_for found it usable
     cudnnHandle_t h;
     if ((rc = handle_for(c, dev, d, &h)))
         return rc;
+    if (!h)
+        return fail(EM_ERR_RUNTIME, "conv: no cuDNN handle");
     const float one = 1.0f, zero = 0.0f;
     return check(c,
                  c->cudnnConvolutionForward(h, &one, p->x, job->x, p->w, job->w,
