@@ -11,7 +11,13 @@
  * Each timed iteration builds the op's graph, evaluates it (which queues the
  * kernels and returns) and releases the result; events bracket the
  * iteration on the GPU's stream. The launch-overhead case is timed on the
- * host clock instead: it is the host's cost per eager op.
+ * host clock instead: it is the host's cost per eager op, then in its
+ * phases (build, eval, release), then the plugin's bare launch of the same
+ * job, then that launch in parts (eager_probe_*: the plugin's device
+ * lookup, cudaGetLastError, and an empty kernel queued by <<<>>>, with the
+ * error check, by cudaLaunchKernel and by the driver's cuLaunchKernel, with
+ * the launch queue kept short; last, <<<>>> with the queue allowed to
+ * fill). `build/cuda_bench --eager` prints only these.
  */
 #include "../src/cuda/emily_cuda.h"
 #include "cuda_bench_common.h"
