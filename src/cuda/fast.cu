@@ -13,7 +13,7 @@
 //     exp(x - max); layer_norm: mean, then the squared deviations), then the
 //     output is written from the registers: one read, one write.
 //   - streaming_rows_kernel: rows longer than 1024 threads' packs (softmax:
-//     32768 f32 or bf16/f16, norms: 16384 f32, 32768 bf16/f16; 8192 f64) do
+//     32768 f32 or bf16/f16, norms: 16384 f32, 32768 bf16/f16; 4096 f64) do
 //     not fit in registers; a 1024-thread block per
 //     row reads the row twice (softmax folds (running max, running sum)
 //     pairs in the first read; the second read comes from L2 when it can).
@@ -27,11 +27,13 @@
 namespace emc {
 
 constexpr int MAX_ROW_THREADS = 1024;
-// Packs a thread caches: 8 x 16 bytes for f32 softmax, 4 for the rest
-// (bf16/f16 unpacking and the weight/bias packs need the registers: at 8
-// they spill under the 64 registers a 1024-thread block allows).
+// Packs a thread caches: 8 x 16 bytes for f32 softmax, 4 for the rest,
+// 2 for f64 (bf16/f16 unpacking, the weight/bias packs and f64's division
+// need the registers: with more they spill under the 64 registers a
+// 1024-thread block allows).
 template <int D, int KIND> constexpr int max_packs_per_thread() {
-    return KIND == 2 && sizeof(typename DT<D>::S) == 4 ? 8 : 4;
+    constexpr size_t size = sizeof(typename DT<D>::S);
+    return size == 8 ? 2 : KIND == 2 && size == 4 ? 8 : 4;
 }
 constexpr int MIN_BLOCK_THREADS = 256;
 
@@ -326,12 +328,14 @@ static int launch_rows(Device *d, const em_cuda_fast_rows *job) {
     else if (vpt == 2)
         cached_rows_kernel<D, KIND, VEC, 2>
             <<<(unsigned)blocks, threads, 0, d->stream>>>(*job, group);
-    else if (vpt == 4)
-        cached_rows_kernel<D, KIND, VEC, 4>
-            <<<(unsigned)blocks, threads, 0, d->stream>>>(*job, group);
-    else if constexpr (max_vpt == 8)
-        cached_rows_kernel<D, KIND, VEC, 8>
-            <<<(unsigned)blocks, threads, 0, d->stream>>>(*job, group);
+    else if constexpr (max_vpt >= 4) { // only the widths max_vpt allows
+        if (vpt == 4)
+            cached_rows_kernel<D, KIND, VEC, 4>
+                <<<(unsigned)blocks, threads, 0, d->stream>>>(*job, group);
+        else if constexpr (max_vpt == 8)
+            cached_rows_kernel<D, KIND, VEC, 8>
+                <<<(unsigned)blocks, threads, 0, d->stream>>>(*job, group);
+    }
     EMC_LAUNCHED("fast_rows kernel");
     return 0;
 }
