@@ -55,11 +55,12 @@ em_status em_conv(em_array *input, em_array *kernel,
 /* ---- GPU convolution paths ------------------------------------------------
  *
  * On a GPU, f32/f16/bf16 convolutions without input dilation or batch
- * groups whose padding cuDNN can express (the same non-negative amount
- * both sides, or a high side that only drops a partial last window) run
- * through cuDNN when libcudnn.so.9 can be loaded (EMILY_CUDNN_LIB names
- * the library or its directory; EMILY_CUDNN=0 turns it off); every other
- * case, and every case when cuDNN is absent, runs as im2col + GEMM. */
+ * groups, with up to 3 spatial axes, run through cuDNN when libcudnn.so.9
+ * can be loaded (EMILY_CUDNN_LIB names the library or its directory;
+ * EMILY_CUDNN=0 turns it off) and takes the case (padding it cannot
+ * express, asymmetric or negative, is applied to a copy of the input
+ * first); every other case, and every case when cuDNN is absent, runs as
+ * im2col + GEMM. */
 typedef enum em_gpu_conv_path {
     EM_GPU_CONV_AUTO = 0,   /* cuDNN where it applies, else im2col */
     EM_GPU_CONV_IM2COL = 1, /* always im2col (tests and benchmarks) */

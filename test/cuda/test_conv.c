@@ -336,6 +336,12 @@ static const conv_case conv_cases[] = {
      {1, 1, 0}, {1, 1, 1}, {1, 1, 2}, 1, 1},
     {"2d depthwise 5x5", 4, {2, 12, 16, 16}, {12, 1, 5, 5}, {1, 1}, {2, 2},
      {2, 2}, {1, 1}, {1, 1}, 12, 1},
+    /* Padding cuDNN cannot express, applied by gpu_conv.c first: 'same'
+     * padding of a stride-2 conv (0 low, 1 high), and crops. */
+    {"2d stride 2 same padding", 4, {2, 4, 8, 8}, {6, 4, 3, 3}, {2, 2},
+     {0, 0}, {1, 1}, {1, 1}, {1, 1}, 1, 1},
+    {"2d crop and pad", 4, {2, 3, 9, 8}, {4, 3, 3, 2}, {2, 1}, {-1, 2},
+     {1, -1}, {1, 1}, {1, 2}, 1, 1},
 };
 #define NCONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
