@@ -20,6 +20,11 @@ patch matrix written once and read once by the GEMM (116 MB, ~28 us at
 (no patch matrix). bf16: 2.4 us of arithmetic at 760 TFLOP/s but 58 MB of
 patch traffic (~14 us): bound by the im2col bytes, so expect a larger gap
 to cuDNN there (an implicit-GEMM kernel is the fix).
+
+The default path is cuDNN now (src/cuda/cudnn_conv.cu: the legacy API, the
+heuristic's first algorithm, as PyTorch without cudnn.benchmark): expect
+ratio ~1 against "exact" (both FMA f32, or bf16 tensor cores); the "tf32"
+row is PyTorch's default, which Emily matches only with EMILY_CUDA_TF32=1.
 """
 import os
 import subprocess
