@@ -410,38 +410,50 @@ static int build_plan(Cudnn *c, cudnnHandle_t h, const em_cuda_cudnn_conv *j,
     return 0; // no algorithm: im2col
 }
 
-// The plan for j on dev, built on first use; NULL with *rc = 0 when cuDNN
-// is absent.
-static Plan *plan_for(int dev, Device *d, const em_cuda_cudnn_conv *j,
-                      int *rc) {
+// A copy of the plan for j on dev (built on first use) in *out; false
+// with *rc = 0 when cuDNN is absent. Copies, read under the lock: a run
+// may mark a plan unsupported while others read it.
+static bool plan_for(int dev, Device *d, const em_cuda_cudnn_conv *j,
+                     Plan *out, int *rc) {
     *rc = 0;
     Cudnn *c = cudnn_lib();
     if (!c)
-        return nullptr;
+        return false;
     if (j->dtype != EM_F32 && j->dtype != EM_F16 && j->dtype != EM_BF16) {
         *rc = fail(EM_ERR_ARGUMENT, "conv: cuDNN job of dtype %d", j->dtype);
-        return nullptr;
+        return false;
     }
     if (j->ns < 0 || j->ns > 3 || j->groups < 1 || j->c % j->groups ||
         j->o % j->groups) {
         *rc = fail(EM_ERR_ARGUMENT, "conv: cuDNN job with %d spatial axes, "
                    "%lld groups of %lld channels",
                    j->ns, (long long)j->groups, (long long)j->c);
-        return nullptr;
+        return false;
     }
     const bool tf32 = tf32_enabled();
     const PlanKey key = key_of(j, tf32);
     std::lock_guard<std::mutex> g(plan_lock[dev]);
     auto it = plans[dev].find(key);
-    if (it != plans[dev].end())
-        return &it->second;
+    if (it != plans[dev].end()) {
+        *out = it->second;
+        return true;
+    }
     cudnnHandle_t h;
     if ((*rc = handle_for(c, dev, d, &h)) || !h)
-        return nullptr;
+        return false;
     Plan p;
     if ((*rc = build_plan(c, h, j, tf32, &p)))
-        return nullptr; // not cached: a failure may be transient (memory)
-    return &(plans[dev][key] = p);
+        return false; // not cached: a failure may be transient (memory)
+    *out = plans[dev][key] = p;
+    return true;
+}
+
+// Later plans of j's shape decline it.
+static void decline(int dev, const em_cuda_cudnn_conv *j) {
+    std::lock_guard<std::mutex> g(plan_lock[dev]);
+    auto it = plans[dev].find(key_of(j, tf32_enabled()));
+    if (it != plans[dev].end())
+        it->second.supported = false;
 }
 
 int cudnn_conv_plan(int dev, const em_cuda_cudnn_conv *job, int *supported,
@@ -452,29 +464,31 @@ int cudnn_conv_plan(int dev, const em_cuda_cudnn_conv *job, int *supported,
     if (!d)
         return EM_ERR_RUNTIME;
     int rc;
-    Plan *p = plan_for(dev, d, job, &rc);
-    if (p && p->supported) {
+    Plan p;
+    if (plan_for(dev, d, job, &p, &rc) && p.supported) {
         *supported = 1;
-        *workspace_bytes = p->workspace;
+        *workspace_bytes = p.workspace;
     }
     return rc;
 }
 
-int cudnn_conv_run(int dev, const em_cuda_cudnn_conv *job) {
+int cudnn_conv_run(int dev, const em_cuda_cudnn_conv *job, int *declined) {
+    *declined = 0;
     Device *d = device(dev);
     if (!d)
         return EM_ERR_RUNTIME;
     int rc;
-    Plan *p = plan_for(dev, d, job, &rc);
+    Plan p;
+    const bool found = plan_for(dev, d, job, &p, &rc);
     if (rc)
         return rc;
-    if (!p || !p->supported)
+    if (!found || !p.supported)
         return fail(EM_ERR_RUNTIME,
                     "conv: cuDNN run of a case cudnn_conv_plan declined");
-    if (job->workspace_bytes < p->workspace)
+    if (job->workspace_bytes < p.workspace)
         return fail(EM_ERR_ARGUMENT,
                     "conv: cuDNN workspace of %zu bytes, %zu needed",
-                    job->workspace_bytes, p->workspace);
+                    job->workspace_bytes, p.workspace);
     Cudnn *c = &loaded; // plan_for found it usable
     cudnnHandle_t h;
     if ((rc = handle_for(c, dev, d, &h)))
@@ -482,11 +496,19 @@ int cudnn_conv_run(int dev, const em_cuda_cudnn_conv *job) {
     if (!h)
         return fail(EM_ERR_RUNTIME, "conv: no cuDNN handle");
     const float one = 1.0f, zero = 0.0f;
-    return check(c,
-                 c->cudnnConvolutionForward(h, &one, p->x, job->x, p->w, job->w,
-                                            p->conv, p->algo, job->workspace,
-                                            p->workspace, &zero, p->y, job->y),
-                 "cudnnConvolutionForward", nullptr);
+    bool unsup = false;
+    rc = check(c,
+               c->cudnnConvolutionForward(h, &one, p.x, job->x, p.w, job->w,
+                                          p.conv, p.algo, job->workspace,
+                                          p.workspace, &zero, p.y, job->y),
+               "cudnnConvolutionForward", &unsup);
+    if (!rc && unsup) {
+        // Rejected before anything was queued (parameters the heuristic
+        // let through): this shape takes im2col from now on.
+        decline(dev, job);
+        *declined = 1;
+    }
+    return rc;
 }
 
 } // namespace emc

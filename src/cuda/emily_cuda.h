@@ -526,11 +526,15 @@ typedef struct em_cuda_api {
      * absent or rejects the case (the caller then uses im2col), else 1 and
      * the workspace the run needs (the plan is cached per shape);
      * nonzero only for real failures. cudnn_conv_run queues the
-     * convolution of a supported job. cudnn_info: 1 when cuDNN is loaded
-     * (its version in msg), 0 when not (why, in msg). */
+     * convolution of a supported job; *declined = 1 (and 0 returned, and
+     * nothing queued) when cuDNN rejects its parameters at the run after
+     * all: the shape is then declined by later plans too, and the caller
+     * uses im2col. cudnn_info: 1 when cuDNN is loaded (its version in
+     * msg), 0 when not (why, in msg). */
     int (*cudnn_conv_plan)(int dev, const em_cuda_cudnn_conv *job,
                            int *supported, size_t *workspace_bytes);
-    int (*cudnn_conv_run)(int dev, const em_cuda_cudnn_conv *job);
+    int (*cudnn_conv_run)(int dev, const em_cuda_cudnn_conv *job,
+                          int *declined);
     int (*cudnn_info)(char *msg, size_t len);
     /* gpukern (issue 16): the parts of a launch's host cost, `iters`
      * launches per part (launch_probe.cu). */

@@ -483,7 +483,7 @@ void graph_destroy(int dev, void *exec, void *stream);
 // cudnn_conv.cu
 int cudnn_conv_plan(int dev, const em_cuda_cudnn_conv *job, int *supported,
                     size_t *workspace_bytes);
-int cudnn_conv_run(int dev, const em_cuda_cudnn_conv *job);
+int cudnn_conv_run(int dev, const em_cuda_cudnn_conv *job, int *declined);
 int cudnn_info(char *msg, size_t len);
 // launch_probe.cu
 int launch_probe(int dev, int iters, em_cuda_launch_probe *out);

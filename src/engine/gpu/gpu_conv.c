@@ -189,6 +189,7 @@ static em_status cudnn_conv(em_array *node, const em_cuda_api *api, int ord,
     if (!supported)
         return EM_OK;
     em_buffer *in_copy = NULL, *ker_copy = NULL, *ws = NULL;
+    bool declined = false;
     em_status st;
     if (pad_here) {
         job = padded;
@@ -206,14 +207,16 @@ static em_status cudnn_conv(em_array *node, const em_cuda_api *api, int ord,
         job.y = em__data(node);
         job.workspace = ws ? ws->data : NULL;
         job.workspace_bytes = ws_bytes;
-        rc = api->cudnn_conv_run(ord, &job);
+        int no = 0;
+        rc = api->cudnn_conv_run(ord, &job, &no);
         st = rc ? em__gpu_fail(api, rc, "conv (cuDNN)") : EM_OK;
+        declined = no != 0; /* nothing queued: im2col instead */
     }
     /* Released once queued, as im2col's scratch below. */
     em__buffer_release(ws);
     em__buffer_release(ker_copy);
     em__buffer_release(in_copy);
-    if (st == EM_OK) {
+    if (st == EM_OK && !declined) {
         *ran = true;
         atomic_fetch_add(&cudnn_runs, 1);
     }
