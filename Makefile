@@ -126,7 +126,7 @@ $(BUILD)/src/cuda/fusion.o: NVCCFLAGS += -I$(BUILD)/src/cuda \
     -DEMC_TOOLKIT_INCLUDE='"$(CUDA_TOOLKIT_INCLUDE)"'
 
 $(BUILD)/libemily_cuda.so: $(CUDA_OBJ)
-	$(NVCC) -shared -o $@ $^ -lcublas -lcufft -lcusolver -lnvrtc
+	$(NVCC) -shared -o $@ $^ -lcublas -lcufft -lcusolver -lnvrtc -ldl
 
 priv/libemily_cuda.so: $(BUILD)/libemily_cuda.so
 	@mkdir -p priv

@@ -11,7 +11,13 @@
  * Each timed iteration builds the op's graph, evaluates it (which queues the
  * kernels and returns) and releases the result; events bracket the
  * iteration on the GPU's stream. The launch-overhead case is timed on the
- * host clock instead: it is the host's cost per eager op.
+ * host clock instead: it is the host's cost per eager op, then in its
+ * phases (build, eval, release), then the plugin's bare launch of the same
+ * job, then that launch in parts (eager_probe_*: the plugin's device
+ * lookup, cudaGetLastError, and an empty kernel queued by <<<>>>, with the
+ * error check, by cudaLaunchKernel and by the driver's cuLaunchKernel, with
+ * the launch queue kept short; last, <<<>>> with the queue allowed to
+ * fill). `build/cuda_bench --eager` prints only these.
  */
 #include "../src/cuda/emily_cuda.h"
 #include "cuda_bench_common.h"
@@ -171,6 +177,25 @@ static void bare_launch(int iters) {
     result("eager_add_1024_bare_launch", us / 1e3, us, "us");
     for (int k = 0; k < 3; k++)
         api->free(ord, buf[k]);
+    /* The bare launch in parts (src/cuda/launch_probe.cu): host cost per
+     * call with the launch queue kept short, then with it allowed to fill. */
+    em_cuda_launch_probe p;
+    if (api->launch_probe(ord, iters, &p))
+        die(api->last_error());
+    const struct {
+        const char *name;
+        double us;
+    } parts[] = {
+        {"eager_probe_device_lookup", p.device_lookup_us},
+        {"eager_probe_get_last_error", p.get_last_error_us},
+        {"eager_probe_empty_chevron", p.chevron_us},
+        {"eager_probe_empty_chevron_checked", p.chevron_checked_us},
+        {"eager_probe_empty_cudaLaunchKernel", p.launch_kernel_us},
+        {"eager_probe_empty_cuLaunchKernel", p.driver_launch_us},
+        {"eager_probe_empty_chevron_full_queue", p.full_queue_us},
+    };
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
+        result(parts[k].name, parts[k].us / 1e3, parts[k].us, "us");
 }
 
 int main(int argc, char **argv) {

@@ -1,10 +1,14 @@
 /*
- * cuda_conv_bench.c — Emily's GPU conv (im2col + cuBLAS GEMM) timed from C
- * with CUDA events, 3 warm-ups, median of 10, random data in [-1, 1).
+ * cuda_conv_bench.c — Emily's GPU conv timed from C with CUDA events, 3
+ * warm-ups, median of 10, random data in [-1, 1); each case twice: the
+ * default path (cuDNN when it loads and takes the case) and im2col + cuBLAS
+ * GEMM forced (em_gpu_conv_set_path).
  *
  *   make cuda build/cuda_conv_bench && python3 bench/cuda_conv_torch.py
  *
- * Prints "RESULT <name> <median ms> <TFLOP/s> TFLOP/s" per case (read by
+ * Prints "RESULT <name> <median ms> <TFLOP/s> TFLOP/s" per case, the name
+ * ending in _im2col for the forced path, and "PATH <name> cudnn|im2col"
+ * for the path the default took (read by
  * bench/cuda_conv_torch.py, which times torch.nn.functional.conv2d on the
  * same shapes in the same run). Each timed iteration builds the conv node,
  * evaluates it (im2col into a scratch buffer, then the GEMM) and releases
@@ -37,6 +41,9 @@ int main(void) {
         printf("skipped: %s\n", reason);
         return 0;
     }
+    em_gpu_conv_stats stats;
+    if (em_gpu_conv_stats_get(&stats) == EM_OK)
+        printf("conv: %s\n", stats.cudnn_status);
     /* (N, C -> O, H x W, kh x kw, pad, groups) */
     struct {
         const char *name;
@@ -45,6 +52,7 @@ int main(void) {
         {"conv2d_8x64x56x56_k3", 8, 64, 64, 56, 3, 1, 1},
         {"conv2d_32x128x28x28_k3", 32, 128, 128, 28, 3, 1, 1},
         {"conv2d_8x64x56x56_k3_dw", 8, 64, 64, 56, 3, 1, 64},
+        {"conv2d_32x256x14x14_k1", 32, 256, 256, 14, 1, 0, 1},
     };
     em_dtype dtypes[2] = {EM_F32, EM_BF16};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
@@ -60,14 +68,29 @@ int main(void) {
             o.pad_low[0] = o.pad_low[1] = o.pad_high[0] = o.pad_high[1] =
                 cases[ci].pad;
             o.feature_groups = cases[ci].groups;
-            double t = time_conv(x, w, &o);
             int64_t hout = cases[ci].h + 2 * cases[ci].pad - cases[ci].k + 1;
             double flops = 2.0 * cases[ci].n * cases[ci].o *
                            (double)(cases[ci].c / cases[ci].groups) *
                            cases[ci].k * cases[ci].k * hout * hout;
-            printf("RESULT %s_%s %.4f %.2f TFLOP/s\n", cases[ci].name,
-                   em_dtype_name(dtypes[di]), t, flops / (t * 1e-3) / 1e12);
-            fflush(stdout);
+            for (int path = 0; path < 2; path++) {
+                em_gpu_conv_stats before, after;
+                em_gpu_conv_set_path(path ? EM_GPU_CONV_IM2COL
+                                          : EM_GPU_CONV_AUTO);
+                em_gpu_conv_stats_get(&before);
+                double t = time_conv(x, w, &o);
+                em_gpu_conv_stats_get(&after);
+                const char *suffix = path ? "_im2col" : "";
+                printf("RESULT %s_%s%s %.4f %.2f TFLOP/s\n", cases[ci].name,
+                       em_dtype_name(dtypes[di]), suffix, t,
+                       flops / (t * 1e-3) / 1e12);
+                if (!path)
+                    printf("PATH %s_%s %s\n", cases[ci].name,
+                           em_dtype_name(dtypes[di]),
+                           after.cudnn_runs > before.cudnn_runs ? "cudnn"
+                                                                : "im2col");
+                fflush(stdout);
+            }
+            em_gpu_conv_set_path(EM_GPU_CONV_AUTO);
             em_array_release(x);
             em_array_release(w);
         }

@@ -78,12 +78,19 @@ static void norms(em_dtype dt) {
     result(name, t, gbs(bytes, t), "GB/s");
     for (int i = 0; i < 3; i++)
         em_array_release(in[i]);
-    int64_t ss[2] = {4096, 32768};
-    em_array *s = random_gpu(ss, 2, dt);
-    t = time_op(op_softmax, &s);
-    snprintf(name, sizeof name, "softmax_%s_4096x32768", dtype_name(dt));
-    result(name, t, gbs(2.0 * 4096 * 32768 * em_dtype_size(dt), t), "GB/s");
-    em_array_release(s);
+    /* Softmax rows of every kernel shape: several rows per block (1024),
+     * a row in a block's registers (32768), streamed twice (131072). */
+    const int64_t shapes[3][2] = {{4096, 32768}, {32768, 1024}, {256, 131072}};
+    for (int k = 0; k < 3; k++) {
+        em_array *s = random_gpu(shapes[k], 2, dt);
+        t = time_op(op_softmax, &s);
+        snprintf(name, sizeof name, "softmax_%s_%lldx%lld", dtype_name(dt),
+                 (long long)shapes[k][0], (long long)shapes[k][1]);
+        result(name, t,
+               gbs(2.0 * shapes[k][0] * shapes[k][1] * em_dtype_size(dt), t),
+               "GB/s");
+        em_array_release(s);
+    }
 }
 
 /* Attention: decode (one query over `keys` cached tokens) and prefill
@@ -220,6 +227,7 @@ int main(void) {
     }
     norms(EM_F32);
     norms(EM_BF16);
+    norms(EM_F16);
     attention(EM_BF16, 1, 4096, false);
     attention(EM_F32, 1, 4096, false);
     attention(EM_BF16, 1, 32768, false);

@@ -38,7 +38,7 @@ PREFILL_SHAPES = (
 
 
 def torch_cases():
-    for name in ("f32", "bf16"):
+    for name in ("f32", "bf16", "f16"):
         dt = DT[name]
         es = torch.finfo(dt).bits // 8
         x, w, b = rand(4096, 4096, dtype=dt), rand(4096, dtype=dt), rand(4096, dtype=dt)
@@ -47,10 +47,11 @@ def torch_cases():
         t = median_ms(lambda: F.layer_norm(x, (4096,), w, b, 1e-5))
         yield f"layer_norm_{name}_4096x4096", (t, gbs(2 * 4096 * 4096 * es, t), "GB/s")
         del x
-        s = rand(4096, 32768, dtype=dt)
-        t = median_ms(lambda: torch.softmax(s, dim=-1))
-        yield f"softmax_{name}_4096x32768", (t, gbs(2 * 4096 * 32768 * es, t), "GB/s")
-        del s
+        for rows, cols in ((4096, 32768), (32768, 1024), (256, 131072)):
+            s = rand(rows, cols, dtype=dt)
+            t = median_ms(lambda: torch.softmax(s, dim=-1))
+            yield f"softmax_{name}_{rows}x{cols}", (t, gbs(2 * rows * cols * es, t), "GB/s")
+            del s
     for name, lq, lk, causal in (("bf16", 1, 4096, False), ("f32", 1, 4096, False),
                                  ("bf16", 1, 32768, False), ("bf16", 512, 512, True),
                                  ("bf16", 2048, 2048, True)):

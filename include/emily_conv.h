@@ -52,6 +52,35 @@ typedef struct em_conv_options {
 em_status em_conv(em_array *input, em_array *kernel,
                   const em_conv_options *opts, em_array **out);
 
+/* ---- GPU convolution paths ------------------------------------------------
+ *
+ * On a GPU, f32/f16/bf16 convolutions without input dilation or batch
+ * groups, with up to 3 spatial axes, run through cuDNN when libcudnn.so.9
+ * can be loaded (EMILY_CUDNN_LIB names the library or its directory;
+ * EMILY_CUDNN=0 turns it off) and takes the case (padding it cannot
+ * express, asymmetric or negative, is applied to a copy of the input
+ * first); every other case, and every case when cuDNN is absent, runs as
+ * im2col + GEMM. */
+typedef enum em_gpu_conv_path {
+    EM_GPU_CONV_AUTO = 0,   /* cuDNN where it applies, else im2col */
+    EM_GPU_CONV_IM2COL = 1, /* always im2col (tests and benchmarks) */
+} em_gpu_conv_path;
+
+/* Choose the path of GPU convolutions evaluated from now on (all threads). */
+em_status em_gpu_conv_set_path(em_gpu_conv_path path);
+
+typedef struct em_gpu_conv_stats {
+    int64_t cudnn_runs;  /* GPU convolutions cuDNN ran, since start */
+    int64_t im2col_runs; /* and those im2col ran */
+    int cudnn_available; /* 1 when libcudnn was loaded */
+    char cudnn_status[512]; /* its version, or why it is not available */
+} em_gpu_conv_stats;
+
+/* Counters of the paths GPU convolutions took, and whether cuDNN loads
+ * (this loads the CUDA backend and tries cuDNN on GPU 0 if not done yet;
+ * cudnn_available is 0, with the reason, when there is no GPU). */
+em_status em_gpu_conv_stats_get(em_gpu_conv_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

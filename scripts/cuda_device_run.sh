@@ -38,6 +38,14 @@ else
   cp build/libemily_cuda.so "$OUT/" 2>/dev/null
 fi
 export LD_LIBRARY_PATH=${HOSTLIB:+$HOSTLIB:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# gpukern (issue 16): cuDNN for conv, loaded by the plugin with dlopen: the
+# toolkit's copy (found beside cuBLAS), else PyTorch's pip package
+# nvidia-cudnn-cu13 when installed (EMILY_CUDNN_LIB, unless already set).
+if [ -z "${EMILY_CUDNN_LIB:-}" ] && ! ls /usr/local/cuda/lib64/libcudnn.so.9 >/dev/null 2>&1; then
+  cudnn_dir=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null)
+  [ -n "$cudnn_dir" ] && [ -e "$cudnn_dir/libcudnn.so.9" ] && export EMILY_CUDNN_LIB=$cudnn_dir
+fi
+echo "cuDNN: ${EMILY_CUDNN_LIB:-toolkit/default search path}"
 if [ "${TEST_CUDA:-1}" = 1 ]; then
   echo "== test_cuda"
   timeout "${TEST_TIMEOUT:-240}" "$BIN/test_cuda" > "$OUT/test_cuda.log" 2>&1
@@ -107,6 +115,26 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$BIN/cuda_bench" ]; then
   echo "== bench"
   PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-240}" python3 bench/cuda_torch.py "$BIN/cuda_bench" 2>&1 | tee "$OUT/bench.log" | grep -v "^RESULT"
+fi
+# gpukern (issue 16): softmax/norm rows and the other transformer kernels,
+# conv on its two paths (cuDNN, im2col) against PyTorch, and the host cost
+# of an eager op with the launch in parts (RESULT lines shown as they are).
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  for b in cuda_transformer cuda_conv; do
+    [ -x "$BIN/${b}_bench" ] || continue
+    echo "== ${b}_bench"
+    PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-240}" python3 "bench/${b}_torch.py" "$BIN/${b}_bench" 2>&1 |
+      tee "$OUT/${b}.log" | grep -v "^RESULT"
+  done
+  if [ -x "$BIN/cuda_bench" ]; then
+    echo "== cuda_bench --eager"
+    timeout "${BENCH_TIMEOUT:-240}" "$BIN/cuda_bench" --eager 2>&1 | tee "$OUT/eager.log"
+    # The same with every kernel loaded at start: whether CUDA's lazy
+    # loading (the default) costs anything per launch once warm.
+    echo "== cuda_bench --eager (CUDA_MODULE_LOADING=EAGER)"
+    CUDA_MODULE_LOADING=EAGER timeout "${BENCH_TIMEOUT:-240}" "$BIN/cuda_bench" --eager 2>&1 |
+      tee "$OUT/eager_module_eager.log" | grep -E "eager_add|eager_probe"
+  fi
 fi
 # The decode step as a CUDA graph (when built: make build/cuda_graph_bench).
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -x "$BIN/cuda_graph_bench" ]; then

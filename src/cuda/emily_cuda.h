@@ -393,6 +393,41 @@ typedef struct em_cuda_heads {
     const void *x, *norm_weight, *offset;
     void *out;
 } em_cuda_heads;
+/* Convolution through cuDNN (cudnn_conv.cu; gpu_conv.c fills it). x is
+ * [n, c, in_sp...], w [o, c / groups, k_sp...], y [n, o, out_sp...], all
+ * row-major contiguous, ns spatial axes (0..3; 0: one of size 1); zero
+ * padding `pad` on both sides of each spatial axis, kernel dilation `dil`.
+ * dtype: EM_F32, EM_F16 or EM_BF16 (accumulation in f32; f32 without
+ * TF32 unless EMILY_CUDA_TF32=1, as the GEMMs). */
+typedef struct em_cuda_cudnn_conv {
+    int dtype;
+    int ns;
+    int64_t n, c, o, groups;
+    int64_t in_sp[3], k_sp[3], out_sp[3];
+    int64_t pad[3], strides[3], dil[3];
+    const void *x, *w;
+    void *y;
+    void *workspace; /* cudnn_conv_run: workspace_bytes from the plan */
+    size_t workspace_bytes;
+} em_cuda_cudnn_conv;
+
+/* The host cost of one launch, in parts (launch_probe.cu; cuda_bench
+ * --eager prints it): microseconds per call of each way to queue an empty
+ * kernel <<<1, 32>>> on this thread's stream, timed in batches of
+ * `batch` launches with a synchronisation between batches (outside the
+ * clock) so that the launch queue never fills; full_queue_us: the
+ * triple-chevron launch again without those synchronisations. */
+typedef struct em_cuda_launch_probe {
+    double device_lookup_us;  /* device(): the plugin's per-call lookup */
+    double get_last_error_us; /* cudaGetLastError alone */
+    double chevron_us;        /* kernel<<<>>>() */
+    double chevron_checked_us; /* kernel<<<>>>() + cudaGetLastError */
+    double launch_kernel_us;  /* cudaLaunchKernel, function pointer known */
+    double driver_launch_us;  /* cuLaunchKernel, CUfunction known */
+    double full_queue_us;     /* kernel<<<>>>() with no pause */
+    int batch;
+} em_cuda_launch_probe;
+
 /* Affine quantization (quant.cu; formats of include/emily_quant.h). dtype:
  * of w / scales / biases / x / out (f32, f16 or bf16), all row-major.
  *   op 0 quantize:   w (rows, len) -> wq (rows, len*bits/32), scales,
@@ -570,6 +605,25 @@ typedef struct em_cuda_api {
     int (*fast_linear)(int dev, const em_cuda_linear *job);
     /* em_fast_heads (decode.cu). */
     int (*fast_heads)(int dev, const em_cuda_heads *job);
+    /* gpukern (issue 16): convolution through cuDNN (cudnn_conv.cu),
+     * loaded with dlopen on first use (EMILY_CUDNN_LIB names the library
+     * or its directory). cudnn_conv_plan: *supported = 0 when cuDNN is
+     * absent or rejects the case (the caller then uses im2col), else 1 and
+     * the workspace the run needs (the plan is cached per shape);
+     * nonzero only for real failures. cudnn_conv_run queues the
+     * convolution of a supported job; *declined = 1 (and 0 returned, and
+     * nothing queued) when cuDNN rejects its parameters at the run after
+     * all: the shape is then declined by later plans too, and the caller
+     * uses im2col. cudnn_info: 1 when cuDNN is loaded (its version in
+     * msg), 0 when not (why, in msg). */
+    int (*cudnn_conv_plan)(int dev, const em_cuda_cudnn_conv *job,
+                           int *supported, size_t *workspace_bytes);
+    int (*cudnn_conv_run)(int dev, const em_cuda_cudnn_conv *job,
+                          int *declined);
+    int (*cudnn_info)(char *msg, size_t len);
+    /* gpukern (issue 16): the parts of a launch's host cost, `iters`
+     * launches per part (launch_probe.cu). */
+    int (*launch_probe)(int dev, int iters, em_cuda_launch_probe *out);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

@@ -1,13 +1,23 @@
 // fast.cu — Emily.Fast kernels: rms_norm, layer_norm and softmax over the
-// last axis (one block per row, grid-stride over rows) and RoPE (one
-// thread per element), with src/engine/ops/fast_norm.c and fast_rope.c's
-// semantics.
+// last axis, and RoPE (one thread per element), with
+// src/engine/ops/fast_norm.c and fast_rope.c's semantics.
 //
-// Row kernels accumulate in the dtype's compute type (float; double for
-// f64): each thread folds a strided part of the row, then the block
-// combines the threads' partials through warp shuffles and one shared
-// slot per warp. Softmax folds (running max, running sum) pairs: one read
-// of the row, then one write pass (the row is re-read from L2).
+// Row kernels. The rows are memory bound, so each element is read once
+// from memory where possible:
+//   - cached_rows_kernel: a group of G threads (a warp, or up to a whole
+//     1024-thread block) holds one row in registers, VPT <= 8 packs per thread,
+//     each pack one 16-byte load (or one element when the pointers or the
+//     row length do not allow 16-byte packs). Short rows put several groups
+//     in a block, so a block always has >= 256 threads. The statistics are
+//     exact two-pass sums over the registers (softmax: max, then the sum of
+//     exp(x - max); layer_norm: mean, then the squared deviations), then the
+//     output is written from the registers: one read, one write.
+//   - streaming_rows_kernel: rows longer than 1024 threads' packs (softmax:
+//     32768 f32 or bf16/f16, norms: 16384 f32, 32768 bf16/f16; 4096 f64) do
+//     not fit in registers; a 1024-thread block per
+//     row reads the row twice (softmax folds (running max, running sum)
+//     pairs in the first read; the second read comes from L2 when it can).
+// Both accumulate in the dtype's compute type (float; double for f64).
 //
 // RoPE computes each element's angle in double (as the CPU's table) and
 // rounds cos and sin to the compute type before rotating, so it matches
@@ -16,23 +26,174 @@
 
 namespace emc {
 
-constexpr int ROW_THREADS = 256;
+constexpr int MAX_ROW_THREADS = 1024;
+// Packs a thread caches: 8 x 16 bytes for f32 softmax, 4 for the rest,
+// 2 for f64 (bf16/f16 unpacking, the weight/bias packs and f64's division
+// need the registers: with more they spill under the 64 registers a
+// 1024-thread block allows).
+template <int D, int KIND> constexpr int max_packs_per_thread() {
+    constexpr size_t size = sizeof(typename DT<D>::S);
+    return size == 8 ? 2 : KIND == 2 && size == 4 ? 8 : 4;
+}
+constexpr int MIN_BLOCK_THREADS = 256;
 
-// Sum of v over the block; every thread gets the result. `slots` holds
-// one value per warp.
-template <class C> __device__ C block_sum(C v, C *slots) {
+// VEC elements of storage type S loaded or stored as one access (16 bytes
+// when VEC * sizeof(S) == 16).
+template <class S, int VEC> struct alignas(sizeof(S) * VEC) Pack {
+    S e[VEC];
+};
+
+// Reduce v over the `group` threads [g * group, (g + 1) * group) of the
+// block that hold one row (group a multiple of 32); every thread gets its
+// group's result. Every thread of the block must call it (it syncs when
+// group > 32). `slots` holds one value per warp of the block.
+template <class C, class Op>
+__device__ __forceinline__ C group_reduce(C v, int group, C *slots, C identity,
+                                          Op op) {
     for (int o = 16; o > 0; o /= 2)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
+        v = op(v, (C)__shfl_xor_sync(0xffffffffu, v, o));
+    if (group == 32)
+        return v;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     __syncthreads(); // slots may still be read from a previous call
     if (lane == 0)
         slots[warp] = v;
     __syncthreads();
-    const int nwarps = blockDim.x / 32;
-    v = lane < nwarps ? slots[lane] : C(0);
+    const int first = (threadIdx.x / group) * (group / 32);
+    v = lane < group / 32 ? slots[first + lane] : identity;
     for (int o = 16; o > 0; o /= 2)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
+        v = op(v, (C)__shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+struct AddOp {
+    template <class C> __device__ C operator()(C a, C b) const { return a + b; }
+};
+// NaN wins, so a row with a NaN gives NaN everywhere, as the CPU.
+struct MaxOp {
+    template <class C> __device__ C operator()(C a, C b) const {
+        return a != a ? a : b != b ? b : a > b ? a : b;
+    }
+};
+
+// The normalised value of element x (compute type) at column pack v,
+// element e: shared by both kernels so their semantics are one.
+template <int D, int KIND, int VEC> struct RowOut {
+    using S = typename DT<D>::S;
+    using C = typename DT<D>::C;
+    using P = Pack<S, VEC>;
+    // y = (x - shift) * scale [* w + b]; softmax: exp(x - shift) / scale
+    C shift, scale;
+    const P *w, *b;
+    __device__ __forceinline__ P apply(const P &x, int64_t v) const {
+        P o, wp{}, bp{};
+        if (KIND != 2 && w)
+            wp = w[v];
+        if (KIND == 1 && b)
+            bp = b[v];
+#pragma unroll
+        for (int e = 0; e < VEC; e++) {
+            const C xv = DT<D>::load(x.e[e]);
+            C y;
+            if (KIND == 2) {
+                // A division, as the composed exp(x - max) / sum: a fused
+                // program's softmax runs here too (gpu_fusion.c).
+                y = exp(xv - shift) / scale;
+            } else {
+                y = (xv - shift) * scale;
+                if (w)
+                    y = y * DT<D>::load(wp.e[e]);
+                if (KIND == 1 && b)
+                    y = y + DT<D>::load(bp.e[e]);
+            }
+            o.e[e] = DT<D>::store(y);
+        }
+        return o;
+    }
+};
+
+template <int D, int KIND, int VEC, int VPT>
+__global__ void __launch_bounds__(MAX_ROW_THREADS)
+    cached_rows_kernel(em_cuda_fast_rows job, int group) {
+    using S = typename DT<D>::S;
+    using C = typename DT<D>::C;
+    using P = Pack<S, VEC>;
+    __shared__ C slots[MAX_ROW_THREADS / 32];
+    const int64_t n = job.D, npacks = n / VEC;
+    const int rows_per_block = blockDim.x / group;
+    const int t = threadIdx.x % group;
+    for (int64_t base = (int64_t)blockIdx.x * rows_per_block; base < job.rows;
+         base += (int64_t)gridDim.x * rows_per_block) {
+        // Groups past the last row still take part in the block's syncs.
+        const int64_t r = base + threadIdx.x / group;
+        const bool row_ok = r < job.rows;
+        const P *x = (const P *)job.x + (row_ok ? r : 0) * npacks;
+        P *y = (P *)job.out + (row_ok ? r : 0) * npacks;
+        P cache[VPT];
+        bool have[VPT];
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const int64_t v = t + (int64_t)k * group;
+            have[k] = row_ok && v < npacks;
+            if (have[k])
+                cache[k] = x[v];
+        }
+        RowOut<D, KIND, VEC> out;
+        out.w = (const P *)job.weight;
+        out.b = (const P *)job.bias;
+        if (KIND == 2) {
+            C m = -INFINITY;
+#pragma unroll
+            for (int k = 0; k < VPT; k++)
+                if (have[k])
+#pragma unroll
+                    for (int e = 0; e < VEC; e++)
+                        m = MaxOp()(m, DT<D>::load(cache[k].e[e]));
+            m = group_reduce(m, group, slots, C(-INFINITY), MaxOp());
+            // exp(x - m): +Inf gives NaN (Inf - Inf), as does a row of -Inf
+            // only: the CPU's and the composed formula's answers.
+            C s = 0;
+#pragma unroll
+            for (int k = 0; k < VPT; k++)
+                if (have[k])
+#pragma unroll
+                    for (int e = 0; e < VEC; e++)
+                        s += exp(DT<D>::load(cache[k].e[e]) - m);
+            s = group_reduce(s, group, slots, C(0), AddOp());
+            out.shift = m;
+            out.scale = s;
+        } else {
+            C mean = 0;
+            if (KIND == 1) {
+                C sum = 0;
+#pragma unroll
+                for (int k = 0; k < VPT; k++)
+                    if (have[k])
+#pragma unroll
+                        for (int e = 0; e < VEC; e++)
+                            sum += DT<D>::load(cache[k].e[e]);
+                mean = group_reduce(sum, group, slots, C(0), AddOp()) / (C)n;
+            }
+            C sq = 0;
+#pragma unroll
+            for (int k = 0; k < VPT; k++)
+                if (have[k])
+#pragma unroll
+                    for (int e = 0; e < VEC; e++) {
+                        const C d = DT<D>::load(cache[k].e[e]) - mean;
+                        sq += d * d;
+                    }
+            sq = group_reduce(sq, group, slots, C(0), AddOp());
+            out.shift = mean;
+            out.scale = C(1) / sqrt(sq / (C)n + (C)job.eps);
+        }
+#pragma unroll
+        for (int k = 0; k < VPT; k++)
+            if (have[k]) {
+                const int64_t v = t + (int64_t)k * group;
+                y[v] = out.apply(cache[k], v);
+            }
+    }
 }
 
 // Online-softmax pairs: s is the sum of exp(x - m) over the elements seen,
@@ -66,69 +227,129 @@ template <class C> __device__ void block_max_sum(C &m, C &s, C *slots) {
                  (C)__shfl_xor_sync(0xffffffffu, s, o));
 }
 
-template <int D, int KIND>
-__global__ void __launch_bounds__(ROW_THREADS)
-    rows_kernel(em_cuda_fast_rows job) {
+template <int D, int KIND, int VEC>
+__global__ void __launch_bounds__(MAX_ROW_THREADS)
+    streaming_rows_kernel(em_cuda_fast_rows job) {
     using S = typename DT<D>::S;
     using C = typename DT<D>::C;
-    __shared__ C slots[2 * ROW_THREADS / 32];
-    const int64_t n = job.D;
-    const S *w = (const S *)job.weight, *b = (const S *)job.bias;
+    using P = Pack<S, VEC>;
+    __shared__ C slots[2 * MAX_ROW_THREADS / 32];
+    const int64_t n = job.D, npacks = n / VEC;
+    RowOut<D, KIND, VEC> out;
+    out.w = (const P *)job.weight;
+    out.b = (const P *)job.bias;
     for (int64_t r = blockIdx.x; r < job.rows; r += gridDim.x) {
-        const S *x = (const S *)job.x + r * n;
-        S *y = (S *)job.out + r * n;
-        if (KIND == 0) { // rms_norm
-            C ss = 0;
-            for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-                C v = DT<D>::load(x[i]);
-                ss += v * v;
-            }
-            ss = block_sum(ss, slots);
-            const C rs = C(1) / sqrt(ss / (C)n + (C)job.eps);
-            for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-                C v = DT<D>::load(x[i]) * rs;
-                if (w)
-                    v = v * DT<D>::load(w[i]);
-                y[i] = DT<D>::store(v);
-            }
-        } else if (KIND == 1) { // layer_norm
-            C sum = 0;
-            for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-                sum += DT<D>::load(x[i]);
-            const C mean = block_sum(sum, slots) / (C)n;
-            C sq = 0;
-            for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-                C v = DT<D>::load(x[i]) - mean;
-                sq += v * v;
-            }
-            sq = block_sum(sq, slots);
-            const C rs = C(1) / sqrt(sq / (C)n + (C)job.eps);
-            for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-                C v = (DT<D>::load(x[i]) - mean) * rs;
-                if (w)
-                    v = v * DT<D>::load(w[i]);
-                if (b)
-                    v = v + DT<D>::load(b[i]);
-                y[i] = DT<D>::store(v);
-            }
-        } else { // softmax
+        const P *x = (const P *)job.x + r * npacks;
+        P *y = (P *)job.out + r * npacks;
+        if (KIND == 2) {
             C m = -INFINITY, s = 0;
-            for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-                C v = DT<D>::load(x[i]);
-                if (v > m) {
-                    // v's own term exp(v - v): 1, or NaN for +Inf (as the CPU)
-                    s = s * exp(m - v) + (C(1) + (v - v));
-                    m = v;
-                } else if (!(v == C(-INFINITY))) {
-                    s += exp(v - m); // -Inf adds 0; NaN makes s NaN
+            for (int64_t v = threadIdx.x; v < npacks; v += blockDim.x) {
+                const P p = x[v];
+#pragma unroll
+                for (int e = 0; e < VEC; e++) {
+                    const C xv = DT<D>::load(p.e[e]);
+                    if (xv > m) {
+                        // xv's own term exp(xv - xv): 1, or NaN for +Inf
+                        s = s * exp(m - xv) + (C(1) + (xv - xv));
+                        m = xv;
+                    } else if (!(xv == C(-INFINITY))) {
+                        s += exp(xv - m); // -Inf adds 0; NaN makes s NaN
+                    }
                 }
             }
             block_max_sum(m, s, slots);
-            const C inv = C(1) / s;
-            for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-                y[i] = DT<D>::store(exp(DT<D>::load(x[i]) - m) * inv);
+            out.shift = m;
+            out.scale = s;
+        } else {
+            C mean = 0;
+            if (KIND == 1) {
+                C sum = 0;
+                for (int64_t v = threadIdx.x; v < npacks; v += blockDim.x) {
+                    const P p = x[v];
+#pragma unroll
+                    for (int e = 0; e < VEC; e++)
+                        sum += DT<D>::load(p.e[e]);
+                }
+                mean = group_reduce(sum, (int)blockDim.x, slots, C(0),
+                                    AddOp()) /
+                       (C)n;
+            }
+            C sq = 0;
+            for (int64_t v = threadIdx.x; v < npacks; v += blockDim.x) {
+                const P p = x[v];
+#pragma unroll
+                for (int e = 0; e < VEC; e++) {
+                    const C d = DT<D>::load(p.e[e]) - mean;
+                    sq += d * d;
+                }
+            }
+            sq = group_reduce(sq, (int)blockDim.x, slots, C(0), AddOp());
+            out.shift = mean;
+            out.scale = C(1) / sqrt(sq / (C)n + (C)job.eps);
         }
+        for (int64_t v = threadIdx.x; v < npacks; v += blockDim.x)
+            y[v] = out.apply(x[v], v);
     }
+}
+
+// The launch shape of one (dtype, kind, pack width): threads per row,
+// packs per thread and blocks.
+template <int D, int KIND, int VEC>
+static int launch_rows(Device *d, const em_cuda_fast_rows *job) {
+    const int64_t npacks = job->D / VEC;
+    // Few threads per row while the row is short (more rows per block, no
+    // block syncs for a warp), more packs per thread as it grows: up to 256
+    // threads with 1, 2, 4 then 8 packs each, then up to 1024 threads.
+    constexpr int max_vpt = max_packs_per_thread<D, KIND>();
+    int vpt = 1;
+    while (vpt < max_vpt && npacks > (int64_t)vpt * 256)
+        vpt *= 2;
+    if (npacks > (int64_t)max_vpt * MAX_ROW_THREADS) {
+        int64_t blocks = job->rows < (int64_t)d->sms * 2 ? job->rows
+                                                         : (int64_t)d->sms * 2;
+        streaming_rows_kernel<D, KIND, VEC>
+            <<<(unsigned)blocks, MAX_ROW_THREADS, 0, d->stream>>>(*job);
+        EMC_LAUNCHED("fast_rows streaming kernel");
+        return 0;
+    }
+    const int64_t per_thread = (npacks + vpt - 1) / vpt;
+    const int group = (int)((per_thread + 31) / 32 * 32);
+    const int rows_per_block =
+        group >= MIN_BLOCK_THREADS ? 1 : MIN_BLOCK_THREADS / group;
+    const int threads = group * rows_per_block;
+    int64_t blocks = (job->rows + rows_per_block - 1) / rows_per_block;
+    // Resident blocks per SM: 2048 threads each.
+    const int64_t cap = (int64_t)d->sms * (2048 / threads) * 4;
+    if (blocks > cap)
+        blocks = cap;
+    if (vpt == 1)
+        cached_rows_kernel<D, KIND, VEC, 1>
+            <<<(unsigned)blocks, threads, 0, d->stream>>>(*job, group);
+    else if (vpt == 2)
+        cached_rows_kernel<D, KIND, VEC, 2>
+            <<<(unsigned)blocks, threads, 0, d->stream>>>(*job, group);
+    else if constexpr (max_vpt >= 4) { // only the widths max_vpt allows
+        if (vpt == 4)
+            cached_rows_kernel<D, KIND, VEC, 4>
+                <<<(unsigned)blocks, threads, 0, d->stream>>>(*job, group);
+        else if constexpr (max_vpt == 8)
+            cached_rows_kernel<D, KIND, VEC, 8>
+                <<<(unsigned)blocks, threads, 0, d->stream>>>(*job, group);
+    }
+    EMC_LAUNCHED("fast_rows kernel");
+    return 0;
+}
+
+// 16-byte packs when every pointer is 16-byte aligned and rows are a whole
+// number of packs; single elements otherwise.
+template <int D, int KIND>
+static int launch_rows_aligned(Device *d, const em_cuda_fast_rows *job) {
+    constexpr int VEC = (int)(16 / sizeof(typename DT<D>::S));
+    const uintptr_t bits = (uintptr_t)job->x | (uintptr_t)job->out |
+                           (uintptr_t)job->weight | (uintptr_t)job->bias;
+    if (bits % 16 == 0 && job->D % VEC == 0)
+        return launch_rows<D, KIND, VEC>(d, job);
+    return launch_rows<D, KIND, 1>(d, job);
 }
 
 int fast_rows(int dev, const em_cuda_fast_rows *job) {
@@ -137,30 +358,20 @@ int fast_rows(int dev, const em_cuda_fast_rows *job) {
         return EM_ERR_RUNTIME;
     if (job->rows == 0 || job->D == 0)
         return 0;
-    int64_t blocks = job->rows < (int64_t)d->sms * 32 ? job->rows
-                                                      : (int64_t)d->sms * 32;
     return with_dtype(job->dtype, [&]<int D>() -> int {
         if constexpr (klass_of(D) != K_FLT) {
             return fail(EM_ERR_ARGUMENT, "fast_rows: dtype %d", D);
         } else {
             switch (job->kind) {
             case 0:
-                rows_kernel<D, 0>
-                    <<<(unsigned)blocks, ROW_THREADS, 0, d->stream>>>(*job);
-                break;
+                return launch_rows_aligned<D, 0>(d, job);
             case 1:
-                rows_kernel<D, 1>
-                    <<<(unsigned)blocks, ROW_THREADS, 0, d->stream>>>(*job);
-                break;
+                return launch_rows_aligned<D, 1>(d, job);
             case 2:
-                rows_kernel<D, 2>
-                    <<<(unsigned)blocks, ROW_THREADS, 0, d->stream>>>(*job);
-                break;
+                return launch_rows_aligned<D, 2>(d, job);
             default:
                 return fail(EM_ERR_ARGUMENT, "fast_rows: kind %d", job->kind);
             }
-            EMC_LAUNCHED("fast_rows kernel");
-            return 0;
         }
     });
 }

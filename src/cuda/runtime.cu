@@ -518,6 +518,14 @@ int graph_end(int dev, int keep, void **exec, int64_t *nodes);
 int graph_launch(int dev, void *exec);
 void graph_destroy(int dev, void *exec, void *stream);
 
+// cudnn_conv.cu
+int cudnn_conv_plan(int dev, const em_cuda_cudnn_conv *job, int *supported,
+                    size_t *workspace_bytes);
+int cudnn_conv_run(int dev, const em_cuda_cudnn_conv *job, int *declined);
+int cudnn_info(char *msg, size_t len);
+// launch_probe.cu
+int launch_probe(int dev, int iters, em_cuda_launch_probe *out);
+
 static int fused(int dev, const em_cuda_fused *job) {
     EMC_DEVICE(d, dev);
     return launch_fused(dev, d, job);
@@ -590,6 +598,12 @@ static const em_cuda_api api = {
     sdpa_decode,
     fast_linear,
     fast_heads,
+    // gpukern (issue 16): convolution through cuDNN (cudnn_conv.cu)
+    cudnn_conv_plan,
+    cudnn_conv_run,
+    cudnn_info,
+    // gpukern (issue 16): host cost of a launch, in parts (launch_probe.cu)
+    launch_probe,
 };
 
 } // namespace emc

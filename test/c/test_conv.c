@@ -1,6 +1,7 @@
 /* Convolution (include/emily_conv.h): hand-computed values for every path
  * (BLAS, halves through f32, integer loop), groups and errors. */
 #include "emily_conv.h"
+#include "emily_device.h"
 #include "test.h"
 
 static em_conv_options copts(int ns, int64_t s, int64_t lo, int64_t hi,
@@ -131,4 +132,26 @@ EM_TEST(conv_errors) {
     em_array_release(k64);
     em_array_release(k);
     em_array_release(x);
+}
+
+/* The GPU path switch and counters (gpu_conv.c): an unknown path is
+ * rejected and leaves the current one; the stats always say whether cuDNN
+ * is there and why not (on a machine without a GPU: no CUDA backend). */
+EM_TEST(conv_gpu_path_and_stats) {
+    CHECK_ERR(em_gpu_conv_set_path((em_gpu_conv_path)7), EM_ERR_ARGUMENT,
+              "gpu_conv_set_path");
+    CHECK_ERR(em_gpu_conv_stats_get(NULL), EM_ERR_ARGUMENT, "gpu_conv_stats");
+    CHECK_OK(em_gpu_conv_set_path(EM_GPU_CONV_IM2COL));
+    CHECK_OK(em_gpu_conv_set_path(EM_GPU_CONV_AUTO));
+    em_gpu_conv_stats s;
+    memset(&s, 0xff, sizeof s);
+    CHECK_OK(em_gpu_conv_stats_get(&s));
+    CHECK(s.cudnn_runs >= 0 && s.im2col_runs >= 0);
+    CHECK(s.cudnn_available == 0 || s.cudnn_available == 1);
+    CHECK(s.cudnn_status[0] != '\0');
+    CHECK(memchr(s.cudnn_status, '\0', sizeof s.cudnn_status) != NULL);
+    if (!em_device_available(EM_DEVICE_GPU(0), NULL)) {
+        CHECK(s.cudnn_available == 0);
+        CHECK(s.cudnn_runs == 0 && s.im2col_runs == 0);
+    }
 }

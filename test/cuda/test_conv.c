@@ -322,6 +322,26 @@ static const conv_case conv_cases[] = {
      1,
      1},
     {"0d spatial", 2, {3, 4}, {5, 4}, {0}, {0}, {0}, {0}, {0}, 1, 1},
+    /* Cases cuDNN takes (symmetric padding, no input dilation, no batch
+     * groups); the ones above mostly fall back to im2col. */
+    {"2d 3x3 pad 1", 4, {2, 8, 12, 10}, {16, 8, 3, 3}, {1, 1}, {1, 1},
+     {1, 1}, {1, 1}, {1, 1}, 1, 1},
+    {"2d stride 2 dil 2 groups", 4, {3, 6, 13, 11}, {9, 2, 3, 3}, {2, 2},
+     {2, 2}, {2, 2}, {1, 1}, {2, 2}, 3, 1},
+    {"2d stride 2 high drops a window", 4, {2, 5, 10, 12}, {4, 5, 3, 3},
+     {2, 2}, {1, 1}, {0, 1}, {1, 1}, {1, 1}, 1, 1},
+    {"1d stride 3 dil 2", 3, {2, 5, 33}, {7, 5, 4}, {3}, {2}, {2}, {1}, {2},
+     1, 1},
+    {"3d", 5, {2, 3, 6, 7, 5}, {4, 3, 3, 3, 2}, {1, 2, 1}, {1, 1, 0},
+     {1, 1, 0}, {1, 1, 1}, {1, 1, 2}, 1, 1},
+    {"2d depthwise 5x5", 4, {2, 12, 16, 16}, {12, 1, 5, 5}, {1, 1}, {2, 2},
+     {2, 2}, {1, 1}, {1, 1}, 12, 1},
+    /* Padding cuDNN cannot express, applied by gpu_conv.c first: 'same'
+     * padding of a stride-2 conv (0 low, 1 high), and crops. */
+    {"2d stride 2 same padding", 4, {2, 4, 8, 8}, {6, 4, 3, 3}, {2, 2},
+     {0, 0}, {1, 1}, {1, 1}, {1, 1}, 1, 1},
+    {"2d crop and pad", 4, {2, 3, 9, 8}, {4, 3, 3, 2}, {2, 1}, {-1, 2},
+     {1, -1}, {1, 1}, {1, 2}, 1, 1},
 };
 #define NCONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
@@ -333,7 +353,8 @@ static double conv_tol(em_dtype d) {
                                            : 0;
 }
 
-void test_conv(void) {
+/* Every case on one GPU path (em_gpu_conv_set_path), against the CPU. */
+static void conv_cases_on(em_gpu_conv_path path) {
     for (int ci = 0; ci < NCONV_CASES; ci++)
         for (int di = 0; di < NDTYPES; di++)
             for (int l = 0; l < ND_LAYOUTS; l++) {
@@ -361,8 +382,9 @@ void test_conv(void) {
                 make_pair(d, c->ker, c->ndim, (enum nd_layout)l, false, 0, &kc,
                           &kg);
                 char what[96];
-                snprintf(what, sizeof what, "conv %s %s %s", c->name,
-                         em_dtype_name(d), nd_names[l]);
+                snprintf(what, sizeof what, "conv %s %s %s%s", c->name,
+                         em_dtype_name(d), nd_names[l],
+                         path == EM_GPU_CONV_IM2COL ? " im2col" : "");
                 die_on(em_conv(ic, kc, &o, &rc), what);
                 em_status st = em_conv(ig, kg, &o, &rg);
                 if (st != EM_OK)
@@ -375,6 +397,35 @@ void test_conv(void) {
                 em_array *arr[] = {ic, ig, kc, kg, rc, rg};
                 release_all(arr, 6);
             }
+}
+
+void test_conv(void) {
+    /* cuDNN where it applies (when it loads), then im2col for every case;
+     * the counters say which path ran. */
+    em_gpu_conv_stats s0, s1, s2;
+    die_on(em_gpu_conv_stats_get(&s0), "conv stats");
+    printf("  conv: %s\n", s0.cudnn_status);
+    conv_cases_on(EM_GPU_CONV_AUTO);
+    die_on(em_gpu_conv_stats_get(&s1), "conv stats");
+    die_on(em_gpu_conv_set_path(EM_GPU_CONV_IM2COL), "conv path");
+    conv_cases_on(EM_GPU_CONV_IM2COL);
+    die_on(em_gpu_conv_set_path(EM_GPU_CONV_AUTO), "conv path");
+    die_on(em_gpu_conv_stats_get(&s2), "conv stats");
+    const int64_t cudnn = s1.cudnn_runs - s0.cudnn_runs;
+    const int64_t fallback = s1.im2col_runs - s0.im2col_runs;
+    printf("  conv paths: %lld cuDNN, %lld im2col (auto); %lld cuDNN, %lld "
+           "im2col (forced im2col)\n",
+           (long long)cudnn, (long long)fallback,
+           (long long)(s2.cudnn_runs - s1.cudnn_runs),
+           (long long)(s2.im2col_runs - s1.im2col_runs));
+    if (s0.cudnn_available)
+        record("conv", "conv cuDNN path ran (auto) and fallbacks too",
+               cudnn > 0 && fallback > 0, 0);
+    else
+        printf("  conv cuDNN path skipped: %s\n", s0.cudnn_status);
+    record("conv", "conv forced im2col: no cuDNN run",
+           s2.cudnn_runs == s1.cudnn_runs && s2.im2col_runs > s1.im2col_runs,
+           0);
     /* A batch bigger than one scratch chunk is covered by the bench sizes;
      * an empty kernel window (zero kernel channels) gives zeros. */
     int64_t is[4] = {2, 0, 5, 5}, ks[4] = {3, 0, 2, 2};

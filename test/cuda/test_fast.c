@@ -81,6 +81,40 @@ static void rows_case(row_op op, em_dtype d, int64_t rows, int64_t cols,
         em_array_release(all[i]);
 }
 
+/* Rows that start one element past an aligned address: a view of a flat
+ * array from element 1, reshaped, so the kernels' 16-byte packs cannot be
+ * used though the row length allows them (the single-element path). */
+static void offset_rows_case(row_op op, em_dtype d, int64_t rows,
+                             int64_t cols) {
+    char what[160];
+    snprintf(what, sizeof what, "%s %s [%lld,%lld] from element 1",
+             row_names[op], em_dtype_name(d), (long long)rows,
+             (long long)cols);
+    int64_t flat[1] = {rows * cols + 1};
+    em_array *base = random_array(d, flat, 1, false, 0);
+    em_array *base_g = to_gpu(base);
+    em_array *ys[2] = {NULL, NULL};
+    em_array *bases[2] = {base, base_g};
+    for (int k = 0; k < 2; k++) {
+        int64_t start[1] = {1}, stop[1] = {rows * cols + 1}, step[1] = {1};
+        int64_t shape[2] = {rows, cols};
+        em_array *s = NULL, *x = NULL;
+        die_on(em_slice(bases[k], start, stop, step, &s), "slice");
+        die_on(em_reshape(s, shape, 2, &x), "reshape");
+        die_on(run_rows(op, x, NULL, NULL, -1, &ys[k]), what);
+        em_array_release(s);
+        em_array_release(x);
+    }
+    if (ys[0] && ys[1]) {
+        double floor = op != SOFTMAX ? 1.0 : d == EM_F16 ? 1e-2 : 1e-3;
+        double worst = compare_floor(ys[0], ys[1], what, 16, floor);
+        record("fast", what, worst <= 1, worst);
+    }
+    em_array *all[] = {base, base_g, ys[0], ys[1]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        em_array_release(all[i]);
+}
+
 static void rope_case(em_dtype d, int64_t heads, int64_t L, int64_t D,
                       int64_t dims, bool traditional, bool freqs,
                       bool s64_offset, bool strided) {
@@ -152,6 +186,26 @@ void test_fast(void) {
         for (int op = 0; op < 3; op++) {
             rows_case((row_op)op, d, 50, 300, true, op == LAYER, true, -1);
             rows_case((row_op)op, d, 9, 130, false, false, true, -1);
+        }
+        /* The GPU's row kernels by row length: several rows per block,
+         * registers (up to 8 packs per thread), and rows too long for the
+         * registers (streamed); lengths that are not whole 16-byte packs;
+         * rows off 16-byte alignment. */
+        const int64_t long_cols[] = {8192, 16384, 16385, 32768, 40000, 65536,
+                                     100003};
+        for (int op = 0; op < 3; op++) {
+            rows_case((row_op)op, d, 1000, 5, false, op != SOFTMAX, false,
+                      -1);
+            rows_case((row_op)op, d, 333, 96, false, false, false, -1);
+            for (size_t c = 0; c < sizeof long_cols / sizeof long_cols[0];
+                 c++) {
+                if (quick && c % 2)
+                    continue;
+                rows_case((row_op)op, d, c % 2 ? 2 : 5, long_cols[c], false,
+                          c == 2, c == 4, -1);
+            }
+            offset_rows_case((row_op)op, d, 17, 64);
+            offset_rows_case((row_op)op, d, 3, 20000);
         }
         rows_case(SOFTMAX, d, 40, 17, false, false, false, 0);
         rows_case(SOFTMAX, d, 40, 17, true, false, false, -1);

@@ -15,12 +15,213 @@
  * group t from input batch n + t * (N / B): a stride per group, as for
  * feature groups (channel block t * Cg). The scratch is bounded by
  * COL_BYTES per chunk (at least one batch).
+ *
+ * cuDNN first (src/cuda/cudnn_conv.cu): f32/f16/bf16 cases without input
+ * dilation or batch groups go to cuDNN with a workspace from the engine's
+ * allocator, the input and kernel made row-contiguous (and 16-byte
+ * aligned) first. Padding cuDNN expresses (the same amount both sides; the
+ * plugin checks that cuDNN's output shape is ours) is passed as such;
+ * other padding (asymmetric, negative) is applied here: the input copied
+ * into a zeroed buffer of the span the windows read, convolved unpadded.
+ * A case cuDNN declines, or a machine without cuDNN, takes the im2col
+ * path; counters say which path ran.
  */
 #include "../cuda/emily_cuda.h"
 #include "internal.h"
 #include "ops/params.h"
 
+#include "emily_conv.h"
+
+#include <stdio.h>
+
 #define COL_BYTES ((int64_t)512 << 20)
+
+static _Atomic int64_t cudnn_runs, im2col_runs;
+static _Atomic int conv_path = EM_GPU_CONV_AUTO;
+
+em_status em_gpu_conv_set_path(em_gpu_conv_path path) {
+    if (path != EM_GPU_CONV_AUTO && path != EM_GPU_CONV_IM2COL)
+        return em__fail(EM_ERR_ARGUMENT,
+                        "gpu_conv_set_path: unknown path %d", (int)path);
+    atomic_store(&conv_path, (int)path);
+    return EM_OK;
+}
+
+em_status em_gpu_conv_stats_get(em_gpu_conv_stats *out) {
+    if (!out)
+        return em__fail(EM_ERR_ARGUMENT, "gpu_conv_stats: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->cudnn_runs = atomic_load(&cudnn_runs);
+    out->im2col_runs = atomic_load(&im2col_runs);
+    const em_cuda_api *api;
+    int ord;
+    if (em__gpu_backend(EM_DEVICE_GPU(0), &api, &ord) != EM_OK) {
+        snprintf(out->cudnn_status, sizeof out->cudnn_status,
+                 "no CUDA backend: %s", em_last_error());
+        return EM_OK;
+    }
+    out->cudnn_available =
+        api->cudnn_info(out->cudnn_status, sizeof out->cudnn_status);
+    return EM_OK;
+}
+
+/* `a` row-contiguous and 16-byte aligned (cuDNN's vector loads): its own
+ * data, or a packed copy in *copy (released by the caller). */
+static em_status contiguous_data(const em_array *a, em_device device,
+                                 em_buffer **copy, const void **data) {
+    *copy = NULL;
+    *data = em__data(a);
+    if (em__is_row_contiguous(a->shape, a->strides, a->ndim) &&
+        (uintptr_t)*data % 16 == 0)
+        return EM_OK;
+    const size_t es = em_dtype_size(a->dtype);
+    em_status st = em__buffer_new_on(device, (size_t)a->size * es, copy);
+    if (st == EM_OK)
+        st = em__gpu_copy_strided(device, (*copy)->data, NULL, em__data(a),
+                                  a->strides, a->shape, a->ndim, es);
+    if (st == EM_OK)
+        *data = (*copy)->data;
+    return st;
+}
+
+/* The input zero-padded (or cropped) explicitly for a job whose padding
+ * cuDNN cannot express: per spatial axis the span the windows read,
+ * (out - 1) * stride + (k - 1) * kdil + 1 elements, the input placed at
+ * `low` (cut where low < 0 or past the span). The job then convolves it
+ * without padding: the same windows, the same output. */
+static em_status padded_input(const em_array *in, const conv_params *p,
+                              em_device device, em_cuda_cudnn_conv *job,
+                              const em_cuda_api *api, int ord,
+                              em_buffer **out) {
+    const int nd = in->ndim, ns = nd - 2;
+    const size_t es = em_dtype_size(in->dtype);
+    int64_t span[EM_MAX_NDIM], copy[EM_MAX_NDIM], dst_strides[EM_MAX_NDIM];
+    int64_t src_off = 0, dst_off = 0, total = 1;
+    bool empty = false;
+    copy[0] = span[0] = in->shape[0];
+    copy[1] = span[1] = in->shape[1];
+    for (int i = 0; i < ns; i++) {
+        span[2 + i] = (job->out_sp[i] - 1) * job->strides[i] +
+                      (job->k_sp[i] - 1) * job->dil[i] + 1;
+        const int64_t dst_lo = p->low[i] > 0 ? p->low[i] : 0;
+        const int64_t src_lo = p->low[i] < 0 ? -p->low[i] : 0;
+        int64_t len = in->shape[2 + i] - src_lo;
+        if (len > span[2 + i] - dst_lo)
+            len = span[2 + i] - dst_lo;
+        copy[2 + i] = len > 0 ? len : 0;
+        empty = empty || copy[2 + i] == 0;
+        src_off += src_lo * in->strides[2 + i];
+        job->in_sp[i] = span[2 + i];
+        job->pad[i] = 0;
+    }
+    for (int d = nd - 1; d >= 0; d--) {
+        dst_strides[d] = total;
+        total *= span[d];
+    }
+    for (int i = 0; i < ns; i++)
+        dst_off += (p->low[i] > 0 ? p->low[i] : 0) * dst_strides[2 + i];
+    em_status st = em__buffer_new_on(device, (size_t)total * es, out);
+    if (st != EM_OK)
+        return st;
+    int rc = api->memset(ord, (*out)->data, 0, (size_t)total * es);
+    if (rc)
+        return em__gpu_fail(api, rc, "conv (padding for cuDNN)");
+    if (!empty)
+        st = em__gpu_copy_strided(
+            device, (char *)(*out)->data + (size_t)dst_off * es, dst_strides,
+            (const char *)em__data(in) + (size_t)src_off * es, in->strides,
+            copy, nd, es);
+    return st;
+}
+
+/* The cuDNN path; *ran = false (and EM_OK) when it does not apply. */
+static em_status cudnn_conv(em_array *node, const em_cuda_api *api, int ord,
+                            bool *ran) {
+    *ran = false;
+    const conv_params *p = node->params;
+    const em_array *in = node->inputs[0], *ker = node->inputs[1];
+    const int ns = in->ndim - 2;
+    if ((node->dtype != EM_F32 && node->dtype != EM_F16 &&
+         node->dtype != EM_BF16) ||
+        p->bgroups != 1 || ns > 3)
+        return EM_OK;
+    em_cuda_cudnn_conv job;
+    memset(&job, 0, sizeof job);
+    job.dtype = node->dtype;
+    job.ns = ns;
+    job.n = in->shape[0];
+    job.c = in->shape[1];
+    job.o = ker->shape[0];
+    job.groups = p->fgroups;
+    bool cropped = false;
+    for (int i = 0; i < ns; i++) {
+        if (p->idil[i] != 1)
+            return EM_OK;
+        cropped = cropped || p->low[i] < 0;
+        job.in_sp[i] = in->shape[2 + i];
+        job.k_sp[i] = ker->shape[2 + i];
+        job.out_sp[i] = node->shape[2 + i];
+        job.pad[i] = p->low[i] > 0 ? p->low[i] : 0;
+        job.strides[i] = p->strides[i];
+        job.dil[i] = p->kdil[i];
+    }
+    /* cuDNN pads both sides alike: first as given (cuDNN's output shape
+     * must then be ours), else with the input padded here. */
+    int supported = 0;
+    size_t ws_bytes = 0;
+    int rc = cropped ? 0
+                     : api->cudnn_conv_plan(ord, &job, &supported, &ws_bytes);
+    if (rc)
+        return em__gpu_fail(api, rc, "conv (cuDNN)");
+    bool pad_here = false;
+    em_cuda_cudnn_conv padded = job;
+    if (!supported && ns > 0) {
+        for (int i = 0; i < ns; i++) {
+            padded.in_sp[i] = (job.out_sp[i] - 1) * job.strides[i] +
+                              (job.k_sp[i] - 1) * job.dil[i] + 1;
+            padded.pad[i] = 0;
+        }
+        rc = api->cudnn_conv_plan(ord, &padded, &supported, &ws_bytes);
+        if (rc)
+            return em__gpu_fail(api, rc, "conv (cuDNN)");
+        pad_here = supported;
+    }
+    if (!supported)
+        return EM_OK;
+    em_buffer *in_copy = NULL, *ker_copy = NULL, *ws = NULL;
+    bool declined = false;
+    em_status st;
+    if (pad_here) {
+        job = padded;
+        st = padded_input(in, p, node->device, &job, api, ord, &in_copy);
+        if (st == EM_OK)
+            job.x = in_copy->data;
+    } else {
+        st = contiguous_data(in, node->device, &in_copy, &job.x);
+    }
+    if (st == EM_OK)
+        st = contiguous_data(ker, node->device, &ker_copy, &job.w);
+    if (st == EM_OK && ws_bytes)
+        st = em__buffer_new_on(node->device, ws_bytes, &ws);
+    if (st == EM_OK) {
+        job.y = em__data(node);
+        job.workspace = ws ? ws->data : NULL;
+        job.workspace_bytes = ws_bytes;
+        int no = 0;
+        rc = api->cudnn_conv_run(ord, &job, &no);
+        st = rc ? em__gpu_fail(api, rc, "conv (cuDNN)") : EM_OK;
+        declined = no != 0; /* nothing queued: im2col instead */
+    }
+    /* Released once queued, as im2col's scratch below. */
+    em__buffer_release(ws);
+    em__buffer_release(ker_copy);
+    em__buffer_release(in_copy);
+    if (st == EM_OK && !declined) {
+        *ran = true;
+        atomic_fetch_add(&cudnn_runs, 1);
+    }
+    return st;
+}
 
 em_status em__gpu_conv_eval(em_array *node) {
     const em_cuda_api *api;
@@ -66,6 +267,13 @@ em_status em__gpu_conv_eval(em_array *node) {
         int rc = api->memset(ord, out, 0, (size_t)node->size * es);
         return rc ? em__gpu_fail(api, rc, "conv") : EM_OK;
     }
+    if (atomic_load(&conv_path) == EM_GPU_CONV_AUTO) {
+        bool ran;
+        st = cudnn_conv(node, api, ord, &ran);
+        if (st != EM_OK || ran)
+            return st;
+    }
+    atomic_fetch_add(&im2col_runs, 1);
     job.groups = T;
     job.cg = Cg;
     job.c_stride = in->strides[1];

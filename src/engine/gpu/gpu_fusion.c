@@ -24,6 +24,15 @@
  *     its output once; longer rows read the input again in each stage.
  * Reductions fold in another order than the unfused kernel: sums agree
  * within a float sum's rounding bound; max and min exactly.
+ *
+ * One program is not compiled: the composed softmax over the last axis,
+ * exp(x - max(x)) / sum(exp(x - max(x))), of an f32 or f64 row-contiguous
+ * input runs Emily.Fast's softmax kernel (src/cuda/fast.cu: a row read
+ * once from registers, 16-byte loads), which computes the same max, the
+ * same exp(x - max) and the same division; only the sum's order differs,
+ * as in the fused kernel. f16/bf16 keep the fused kernel: the composed
+ * form rounds exp(x - max) to the dtype before summing and dividing, the
+ * fast kernel does not.
  */
 #include "../cuda/emily_cuda.h"
 #include "emily_compile.h"
@@ -370,6 +379,88 @@ static void fz_load_strides(const em_array *in, const fz_program *p,
     }
 }
 
+/* The instruction before `before` that last wrote register `reg`, or -1. */
+static int fz_def(const fz_program *p, int before, int reg) {
+    for (int k = before - 1; k >= 0; k--)
+        if (p->instr[k].dst == reg)
+            return k;
+    return -1;
+}
+
+static bool fz_is(const fz_instr *in, int kind, int family, int op) {
+    return in->kind == kind && (kind != FZ_EW || in->family == family) &&
+           in->op == op;
+}
+
+/* Whether the program is exactly the composed softmax of one input over
+ * its last axis (exp(x - max) / sum, six instructions, one dtype, f32 or
+ * f64), x row-contiguous in the program's wide shape: then *input is x's
+ * index in node->inputs. */
+static bool fz_softmax_input(const em_array *node, int *input) {
+    const fz_program *p = node->params;
+    const em_dtype d = node->dtype;
+    if (p->ninstr != 6 || p->nred != 1 || p->mode == FZ_MODE_TILES ||
+        (d != EM_F32 && d != EM_F64) || node->ndim != p->ndim)
+        return false;
+    for (int k = 0; k < p->ninstr; k++)
+        if (p->instr[k].dtype != d || p->instr[k].kdtype != d)
+            return false;
+    for (int i = 0; i < p->ndim; i++)
+        if (node->shape[i] != p->shape[i])
+            return false;
+    const int fin = p->ninstr - 1;
+    const fz_instr *div = &p->instr[fin];
+    if (!fz_is(div, FZ_EW, FZ_BINARY, EM_BINARY_divide) || div->dst != -1 ||
+        div->narrow || div->nsrc != 2 || div->src_narrow != 2)
+        return false;
+    const int e = fz_def(p, fin, div->src[0]), s = fz_def(p, fin, div->src[1]);
+    if (e < 0 || s < 0 ||
+        !fz_is(&p->instr[e], FZ_EW, FZ_UNARY, EM_UNARY_exp) ||
+        p->instr[e].src_narrow ||
+        !fz_is(&p->instr[s], FZ_REDUCE, 0, EM_REDUCE_sum) ||
+        fz_def(p, s, p->instr[s].src[0]) != e)
+        return false;
+    const int sub = fz_def(p, e, p->instr[e].src[0]);
+    if (sub < 0 || !fz_is(&p->instr[sub], FZ_EW, FZ_BINARY,
+                          EM_BINARY_subtract) ||
+        p->instr[sub].nsrc != 2 || p->instr[sub].src_narrow != 2)
+        return false;
+    const int x = fz_def(p, sub, p->instr[sub].src[0]);
+    const int mx = fz_def(p, sub, p->instr[sub].src[1]);
+    if (x < 0 || mx < 0 || p->instr[x].kind != FZ_LOAD || p->instr[x].narrow ||
+        p->instr[x].invariant ||
+        !fz_is(&p->instr[mx], FZ_REDUCE, 0, EM_REDUCE_max))
+        return false;
+    const int xm = fz_def(p, mx, p->instr[mx].src[0]);
+    if (xm < 0 || p->instr[xm].kind != FZ_LOAD ||
+        p->instr[xm].op != p->instr[x].op)
+        return false;
+    const em_array *in = node->inputs[p->instr[x].op];
+    if (in->dtype != d || in->ndim != p->ndim ||
+        !em__is_row_contiguous(in->shape, in->strides, in->ndim))
+        return false;
+    for (int i = 0; i < p->ndim; i++)
+        if (in->shape[i] != p->shape[i])
+            return false;
+    *input = p->instr[x].op;
+    return true;
+}
+
+/* The softmax program through the fast kernel (see the header). */
+static em_status fz_softmax_eval(em_array *node, const struct em_cuda_api *api,
+                                 int ord, int input) {
+    em_cuda_fast_rows job;
+    memset(&job, 0, sizeof job);
+    job.kind = 2;
+    job.dtype = node->dtype;
+    job.D = node->shape[node->ndim - 1];
+    job.rows = node->size / job.D;
+    job.x = em__data(node->inputs[input]);
+    job.out = em__data(node);
+    int rc = api->fast_rows(ord, &job);
+    return rc ? em__gpu_fail(api, rc, "fused softmax") : EM_OK;
+}
+
 em_status em__gpu_fused_eval(em_array *node) {
     const fz_program *p = node->params;
     if (!em__fz_valid(node))
@@ -381,6 +472,9 @@ em_status em__gpu_fused_eval(em_array *node) {
     em_status st = em__gpu_prepare(node, &api, &ord);
     if (st != EM_OK || node->size == 0)
         return st;
+    int softmax_input;
+    if (fz_softmax_input(node, &softmax_input))
+        return fz_softmax_eval(node, api, ord, softmax_input);
     fz_gen *g = malloc(sizeof *g);
     if (!g)
         return em__fail(EM_ERR_OOM, "fused: out of memory");
