@@ -264,7 +264,9 @@ defmodule Examples.Qwen3TP do
         local_logits
       end
 
-    token = logits |> Nx.argmax(axis: 1, tie_break: :low) |> Nx.as_type(:s32) |> Nx.reshape({1, 1})
+    token =
+      logits |> Nx.argmax(axis: 1, tie_break: :low) |> Nx.as_type(:s32) |> Nx.reshape({1, 1})
+
     {logits, token, cache, Nx.add(offset, t)}
   end
 

@@ -1,0 +1,136 @@
+Code.require_file("../support/distributed_peers.exs", __DIR__)
+
+# The decoder (examples/support/qwen3_tp.exs) and what each rank runs; their
+# object code is shipped to the peer nodes.
+model_modules = Code.require_file("../../examples/support/qwen3_tp.exs", __DIR__)
+
+{:module, ranks_module, ranks_binary, _} =
+  defmodule EmilyTest.TPDecodeRanks do
+    @moduledoc false
+    alias Examples.Qwen3TP
+
+    # 2 layers, hidden 64, 4 query / 2 KV heads of 16, MLP 128, vocab 97
+    # (not a multiple of 2: the vocab-parallel head is padded), tied head,
+    # f32. Weights wider than Qwen3's 0.02 so that the random model does not
+    # settle on repeating one token (a stronger check of the 16 tokens).
+    def config,
+      do:
+        Qwen3TP.config(
+          layers: 2,
+          hidden: 64,
+          heads: 4,
+          kv_heads: 2,
+          head_dim: 16,
+          intermediate: 128,
+          vocab: 97,
+          type: :f32,
+          max_len: 32,
+          init_std: 0.3
+        )
+
+    def prompt, do: [3, 14, 15, 92, 65]
+
+    # Greedy generation on `comm` (nil: this process alone): the tokens and
+    # each step's logits as binaries.
+    def generate(comm, count) do
+      Nx.default_backend(Emily.Backend)
+      config = config()
+      params = config |> Qwen3TP.init_params(7) |> Qwen3TP.shard_params(comm, config)
+      step = Qwen3TP.step_fun(config, comm)
+      cache = Qwen3TP.empty_cache(config, comm)
+
+      result =
+        Qwen3TP.generate(step, params, cache, prompt(), count, config: config, keep_logits: true)
+
+      %{tokens: result.tokens, logits: Enum.map(result.logits, &Nx.to_binary/1)}
+    end
+
+    def tensor_parallel(nodes, count) do
+      comm = Emily.Distributed.init(nodes, name: :tp_decode)
+      Map.put(generate(comm, count), :rank, comm.rank)
+    end
+
+    # The logits of the last position of one step over the whole sequence
+    # from position 0 (no cache reuse): what decoding through the cache
+    # must reproduce.
+    def full_sequence_logits(ids) do
+      Nx.default_backend(Emily.Backend)
+      config = config()
+      params = config |> Qwen3TP.init_params(7) |> Qwen3TP.shard_params(nil, config)
+      step = Qwen3TP.step_fun(config, nil)
+      ids = Nx.tensor([ids], type: :s32)
+
+      {logits, _token, _cache, _offset} =
+        step.(params, Qwen3TP.empty_cache(config, nil), ids, Nx.tensor(0, type: :s32))
+
+      Nx.to_binary(logits)
+    end
+  end
+
+:persistent_term.put({EmilyTest.TPDecodeRanks, :modules}, [
+  {ranks_module, ranks_binary} | model_modules
+])
+
+defmodule Emily.TPDecodeTest do
+  # Starts distribution and peer nodes.
+  use ExUnit.Case, async: false
+
+  alias EmilyTest.DistributedPeers, as: Peers
+  alias EmilyTest.TPDecodeRanks, as: Ranks
+
+  @moduletag timeout: 120_000
+  @tokens 16
+
+  setup_all do
+    peers = Peers.start_peers(2)
+    nodes = Enum.map(peers, &elem(&1, 1))
+
+    for {module, binary} <- :persistent_term.get({EmilyTest.TPDecodeRanks, :modules}),
+        do: Peers.load_module({:module, module, binary, nil}, nodes)
+
+    on_exit(fn -> Peers.stop_peers(peers) end)
+    %{nodes: nodes}
+  end
+
+  defp floats(binary), do: for(<<v::float-32-native <- binary>>, do: v)
+
+  defp max_difference(a, b),
+    do: Enum.zip_with(floats(a), floats(b), &abs(&1 - &2)) |> Enum.max()
+
+  test "2 ranks generate the tokens of 1, with bit-identical logits on both ranks", %{
+    nodes: nodes
+  } do
+    [r0, r1] =
+      Peers.on_all(nodes, &:erpc.call(&1, Ranks, :tensor_parallel, [nodes, @tokens], 60_000))
+
+    single = Ranks.generate(nil, @tokens)
+
+    assert length(single.tokens) == @tokens
+    # a random model that does not just repeat one token
+    assert length(Enum.uniq(single.tokens)) > 4
+
+    # both ranks: the same tokens and the same bytes (every all_sum and the
+    # all_gather copy one result to every rank)
+    assert {r0.rank, r1.rank} == {0, 1}
+    assert r0.tokens == r1.tokens
+    assert r0.logits == r1.logits
+
+    # one process: the same tokens; logits within float rounding, not
+    # bitwise: the row-parallel o_proj and down_proj products are summed
+    # over half of the features on each rank and the halves added, where
+    # one process sums all the features in one reduction
+    assert r0.tokens == single.tokens
+
+    for {a, b} <- Enum.zip(single.logits, r0.logits) do
+      assert byte_size(a) == 97 * 4
+      assert max_difference(a, b) < 1.0e-4
+    end
+  end
+
+  test "decoding through the KV cache matches one step over the whole sequence" do
+    %{tokens: tokens, logits: logits} = Ranks.generate(nil, 6)
+    # the last decode step saw the prompt and the first 5 generated tokens
+    full = Ranks.full_sequence_logits(Ranks.prompt() ++ Enum.take(tokens, 5))
+    assert max_difference(List.last(logits), full) < 1.0e-4
+  end
+end
