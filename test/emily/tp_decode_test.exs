@@ -133,4 +133,95 @@ defmodule Emily.TPDecodeTest do
     full = Ranks.full_sequence_logits(Ranks.prompt() ++ Enum.take(tokens, 5))
     assert max_difference(List.last(logits), full) < 1.0e-4
   end
+
+  test "Emily.Distributed.shard/3 cuts this rank's contiguous part" do
+    comm = Emily.Distributed.single()
+    x = Nx.iota({2, 6}, backend: Emily.Backend)
+    assert Emily.Distributed.shard(x, nil, 1) == x
+    assert Nx.to_list(Emily.Distributed.shard(x, comm, 0)) == Nx.to_list(x)
+
+    second_of_three = %{comm | rank: 1, size: 3}
+    assert Nx.to_list(Emily.Distributed.shard(x, second_of_three, 1)) == [[2, 3], [8, 9]]
+    assert Nx.to_list(Emily.Distributed.shard(x, second_of_three, -1)) == [[2, 3], [8, 9]]
+
+    assert_raise ArgumentError,
+                 ~r/shard: axis 0 of \{2, 6\} must be divisible by the number of ranks 3/,
+                 fn ->
+                   Emily.Distributed.shard(x, second_of_three, 0)
+                 end
+
+    assert_raise ArgumentError, ~r/shard: axis 2 is out of range/, fn ->
+      Emily.Distributed.shard(x, comm, 2)
+    end
+  end
+
+  # Bumblebee's Qwen3 (Axon) on the same weights: the decoder is Qwen3.
+  test "the decoder computes Bumblebee's Qwen3 logits" do
+    Nx.default_backend(Emily.Backend)
+    config = Ranks.config()
+    params = Examples.Qwen3TP.init_params(config, 7)
+
+    spec =
+      Bumblebee.configure(Bumblebee.Text.Qwen3,
+        architecture: :for_causal_language_modeling,
+        vocab_size: config.vocab,
+        max_positions: config.max_len,
+        hidden_size: config.hidden,
+        intermediate_size: config.intermediate,
+        attention_head_size: config.head_dim,
+        num_blocks: config.layers,
+        num_attention_heads: config.heads,
+        num_key_value_heads: config.kv_heads,
+        rotary_embedding_base: config.rope_base,
+        layer_norm_epsilon: config.eps,
+        tie_word_embeddings: config.tied
+      )
+
+    model = Bumblebee.build_model(spec)
+    state = Axon.trace_init(model, %{"input_ids" => Nx.template({1, 1}, :s64)})
+    ids = Ranks.prompt() ++ [1, 2, 96]
+
+    expected =
+      Axon.predict(
+        model,
+        %{state | data: axon_params(params)},
+        %{"input_ids" => Nx.tensor([ids])},
+        compiler: Emily.Compiler
+      ).logits[[0, -1]]
+
+    got = Ranks.full_sequence_logits(ids)
+    assert max_difference(Nx.to_binary(expected), got) < 1.0e-4
+  end
+
+  defp axon_params(p) do
+    blocks =
+      p.layers
+      |> Tuple.to_list()
+      |> Enum.with_index()
+      |> Enum.flat_map(fn {l, i} ->
+        b = "decoder.blocks.#{i}."
+
+        [
+          {b <> "self_attention_norm", "weight", l.input_norm},
+          {b <> "self_attention.query", "kernel", l.q},
+          {b <> "self_attention.key", "kernel", l.k},
+          {b <> "self_attention.value", "kernel", l.v},
+          {b <> "self_attention.query_norm", "weight", l.q_norm},
+          {b <> "self_attention.key_norm", "weight", l.k_norm},
+          {b <> "self_attention.output", "kernel", l.o},
+          {b <> "output_norm", "weight", l.post_norm},
+          {b <> "ffn.gate", "kernel", l.gate},
+          {b <> "ffn.intermediate", "kernel", l.up},
+          {b <> "ffn.output", "kernel", l.down}
+        ]
+      end)
+
+    (blocks ++
+       [
+         {"embedder.token_embedding", "kernel", p.embed},
+         {"language_modeling_head.output", "kernel", p.head},
+         {"output_norm", "weight", p.final_norm}
+       ])
+    |> Map.new(fn {layer, name, t} -> {layer, %{name => t}} end)
+  end
 end
