@@ -317,36 +317,52 @@ defmodule Examples.Qwen3TP do
 
   @doc """
   Greedy generation of `count` tokens after `prompt` (a list of ids): one
-  prefill step on the whole prompt, then `count - 1` decode steps, each an
-  asynchronous evaluation fed with the previous step's outputs.
+  prefill step on the whole prompt, whose token is read (a wait), then
+  `count - 1` decode steps, each an asynchronous evaluation fed with the
+  previous step's outputs on the device, and one read of all the tokens
+  at the end.
 
-  Returns `%{tokens: [id], logits: [tensor {1, vocab}] | nil}`; `:logits`
-  keeps every step's logits when `keep_logits: true`.
+  Returns `%{tokens: [id], logits: [tensor {1, vocab}] | nil, prefill_us,
+  decode_us}`: `:logits` keeps every step's logits when `keep_logits:
+  true`; `decode_us` is the time of the `count - 1` decode steps.
   """
   def generate(step, params, cache, prompt, count, opts \\ []) do
     config = Keyword.fetch!(opts, :config)
     device = Keyword.get(opts, :device, :cpu)
     keep_logits = Keyword.get(opts, :keep_logits, false)
 
-    if length(prompt) + count - 1 > config.max_len do
+    if count < 1 or length(prompt) + count - 1 > config.max_len do
       raise ArgumentError,
-            "Qwen3TP.generate: #{length(prompt)} prompt + #{count} new tokens exceed the " <>
-              "KV cache of #{config.max_len}"
+            "Qwen3TP.generate: #{length(prompt)} prompt + #{count} new tokens do not fit " <>
+              "the KV cache of #{config.max_len}"
     end
 
     backend = {Emily.Backend, device: device}
     ids = Nx.tensor([prompt], type: :s32, backend: backend)
     offset = Nx.tensor(0, type: :s32, backend: backend)
 
+    start = System.monotonic_time(:microsecond)
+    {logits, token, cache, offset} = step.(params, cache, ids, offset)
+    async_eval([logits, token, offset | cache_tensors(cache)])
+    first = token |> Nx.to_flat_list() |> hd()
+    prefilled = System.monotonic_time(:microsecond)
+
     {steps, _state} =
-      Enum.map_reduce(1..count, {ids, cache, offset}, fn _, {ids, cache, offset} ->
+      Enum.map_reduce(2..count//1, {token, cache, offset}, fn _, {ids, cache, offset} ->
         {logits, token, cache, offset} = step.(params, cache, ids, offset)
         async_eval([logits, token, offset | cache_tensors(cache)])
         {{token, if(keep_logits, do: logits)}, {token, cache, offset}}
       end)
 
-    tokens = Enum.map(steps, fn {token, _} -> token |> Nx.to_flat_list() |> hd() end)
-    %{tokens: tokens, logits: if(keep_logits, do: Enum.map(steps, &elem(&1, 1)))}
+    rest = Enum.map(steps, fn {token, _} -> token |> Nx.to_flat_list() |> hd() end)
+    done = System.monotonic_time(:microsecond)
+
+    %{
+      tokens: [first | rest],
+      logits: if(keep_logits, do: [logits | Enum.map(steps, &elem(&1, 1))]),
+      prefill_us: prefilled - start,
+      decode_us: done - prefilled
+    }
   end
 
   defp cache_tensors(cache),
