@@ -15,7 +15,8 @@
 # Options: --ranks N (2), --tokens N decoded (64), --prompt N prompt tokens
 # (16), --runs N (3, the median is shown; one warm-up run compiles first),
 # --max-len N (KV cache, 512), --cuda-graph (Emily.Compiler's cuda_graph:
-# true), --f32, and the shapes --layers --hidden --heads --kv-heads
+# true), --f32, --threads N (EMILY_NUM_THREADS of every rank's CPU thread
+# pool, e.g. 1 on a 2-core machine: one core per rank), and the shapes --layers --hidden --heads --kv-heads
 # --head-dim --intermediate --vocab.
 #
 # Decode tokens/s is (tokens - 1) / the time from the first token (read
@@ -101,6 +102,7 @@ model_modules = Code.require_file("../examples/support/qwen3_tp.exs", __DIR__)
       max_len: :integer,
       cuda_graph: :boolean,
       f32: :boolean,
+      threads: :integer,
       layers: :integer,
       hidden: :integer,
       heads: :integer,
@@ -131,6 +133,9 @@ opts = [
   runs: flags[:runs] || 3
 ]
 
+# The peer nodes are OS processes started from this one: they inherit its
+# environment.
+if flags[:threads], do: System.put_env("EMILY_NUM_THREADS", Integer.to_string(flags[:threads]))
 peers = EmilyTest.DistributedPeers.start_peers(ranks)
 nodes = Enum.map(peers, &elem(&1, 1))
 
@@ -184,5 +189,6 @@ vocab #{config.vocab}, #{fmt.(params_m, 1)}M parameters, #{inspect(config.type)}
 
 speed-up: #{fmt.(tps.(slowest) / tps.(single), 2)}x; ranks' tokens identical: #{same_on_ranks}; \
 tokens of #{ranks} ranks = tokens of 1: #{if divergence, do: "no (first differs at #{divergence})", else: "yes"}
-machine: #{System.schedulers_online()} schedulers online#{if opts[:gpu], do: "", else: " (the ranks share the cores)"}\
+machine: #{System.schedulers_online()} schedulers online#{if opts[:gpu], do: "", else: ", ranks share the cores"}; \
+CPU threads per rank: #{flags[:threads] || "all cores"}\
 """)
