@@ -1,75 +1,6 @@
 Code.require_file("../support/distributed_peers.exs", __DIR__)
 
-# The decoder (examples/support/qwen3_tp.exs) and what each rank runs; their
-# object code is shipped to the peer nodes.
-model_modules = Code.require_file("../../examples/support/qwen3_tp.exs", __DIR__)
-
-{:module, ranks_module, ranks_binary, _} =
-  defmodule EmilyTest.TPDecodeRanks do
-    @moduledoc false
-    alias Examples.Qwen3TP
-
-    # 2 layers, hidden 64, 4 query / 2 KV heads of 16, MLP 128, vocab 97
-    # (not a multiple of 2: the vocab-parallel head is padded), tied head,
-    # f32. Weights wider than Qwen3's 0.02 so that the random model does not
-    # settle on repeating one token (a stronger check of the 16 tokens).
-    def config,
-      do:
-        Qwen3TP.config(
-          layers: 2,
-          hidden: 64,
-          heads: 4,
-          kv_heads: 2,
-          head_dim: 16,
-          intermediate: 128,
-          vocab: 97,
-          type: :f32,
-          max_len: 32,
-          init_std: 0.3
-        )
-
-    def prompt, do: [3, 14, 15, 92, 65]
-
-    # Greedy generation on `comm` (nil: this process alone): the tokens and
-    # each step's logits as binaries.
-    def generate(comm, count) do
-      Nx.default_backend(Emily.Backend)
-      config = config()
-      params = config |> Qwen3TP.init_params(7) |> Qwen3TP.shard_params(comm, config)
-      step = Qwen3TP.step_fun(config, comm)
-      cache = Qwen3TP.empty_cache(config, comm)
-
-      result =
-        Qwen3TP.generate(step, params, cache, prompt(), count, config: config, keep_logits: true)
-
-      %{tokens: result.tokens, logits: Enum.map(result.logits, &Nx.to_binary/1)}
-    end
-
-    def tensor_parallel(nodes, count) do
-      comm = Emily.Distributed.init(nodes, name: :tp_decode)
-      Map.put(generate(comm, count), :rank, comm.rank)
-    end
-
-    # The logits of the last position of one step over the whole sequence
-    # from position 0 (no cache reuse): what decoding through the cache
-    # must reproduce.
-    def full_sequence_logits(ids) do
-      Nx.default_backend(Emily.Backend)
-      config = config()
-      params = config |> Qwen3TP.init_params(7) |> Qwen3TP.shard_params(nil, config)
-      step = Qwen3TP.step_fun(config, nil)
-      ids = Nx.tensor([ids], type: :s32)
-
-      {logits, _token, _cache, _offset} =
-        step.(params, Qwen3TP.empty_cache(config, nil), ids, Nx.tensor(0, type: :s32))
-
-      Nx.to_binary(logits)
-    end
-  end
-
-:persistent_term.put({EmilyTest.TPDecodeRanks, :modules}, [
-  {ranks_module, ranks_binary} | model_modules
-])
+Code.require_file("../support/tp_decode_ranks.exs", __DIR__)
 
 defmodule Emily.TPDecodeTest do
   # Starts distribution and peer nodes.
@@ -92,10 +23,7 @@ defmodule Emily.TPDecodeTest do
     %{nodes: nodes}
   end
 
-  defp floats(binary), do: for(<<v::float-32-native <- binary>>, do: v)
-
-  defp max_difference(a, b),
-    do: Enum.zip_with(floats(a), floats(b), &abs(&1 - &2)) |> Enum.max()
+  defp max_difference(a, b), do: Ranks.max_difference(a, b)
 
   test "2 ranks generate the tokens of 1, with bit-identical logits on both ranks", %{
     nodes: nodes
