@@ -43,6 +43,12 @@ defmodule Emily.TPDecodeTest do
     assert r0.tokens == r1.tokens
     assert r0.logits == r1.logits
 
+    # each rank compiled two programs, the prefill (5 tokens) and the decode
+    # step, collectives inside (not the evaluator's op-by-op fallback)
+    for res <- [r0, r1] do
+      assert [%{mode: :program}, %{mode: :program}] = res.compiled
+    end
+
     # one process: the same tokens; logits within float rounding, not
     # bitwise: the row-parallel o_proj and down_proj products are summed
     # over half of the features on each rank and the halves added, where

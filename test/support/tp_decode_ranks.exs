@@ -42,14 +42,52 @@ model_modules = Code.require_file("../../examples/support/qwen3_tp.exs", __DIR__
       step = Qwen3TP.step_fun(config, comm, device)
       cache = Qwen3TP.empty_cache(config, comm, device)
 
-      result =
-        Qwen3TP.generate(step, params, cache, prompt(), count,
-          config: config,
-          device: device,
-          keep_logits: true
+      {result, compiled} =
+        with_compile_events(fn ->
+          Qwen3TP.generate(step, params, cache, prompt(), count,
+            config: config,
+            device: device,
+            keep_logits: true
+          )
+        end)
+
+      %{
+        tokens: result.tokens,
+        logits: Enum.map(result.logits, &Nx.to_binary/1),
+        compiled: compiled
+      }
+    end
+
+    # Runs fun; the metadata of the Emily.Compiler compilations it made in
+    # this process.
+    defp with_compile_events(fun) do
+      me = self()
+      id = {__MODULE__, make_ref()}
+
+      :ok =
+        :telemetry.attach(
+          id,
+          [:emily, :defn, :compile],
+          fn _event, _measurements, meta, _ ->
+            if self() == me, do: send(me, {id, meta})
+          end,
+          nil
         )
 
-      %{tokens: result.tokens, logits: Enum.map(result.logits, &Nx.to_binary/1)}
+      try do
+        result = fun.()
+        {result, collect(id)}
+      after
+        :telemetry.detach(id)
+      end
+    end
+
+    defp collect(id) do
+      receive do
+        {^id, meta} -> [meta | collect(id)]
+      after
+        0 -> []
+      end
     end
 
     # `:devices`: rank r's device is the r-th (default: all on the CPU);
