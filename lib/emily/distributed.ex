@@ -249,6 +249,9 @@ defmodule Emily.Distributed do
   a row-parallel one takes `shard(w, comm, 0)` and the matching slice of
   the input features, and its partial products are summed with
   `all_sum/2`. `comm` may be `nil` (one process): the tensor itself.
+  On `Emily.Backend` the part is row-major (a copy when the slice is not
+  contiguous in the full tensor), so that the matrix products read it in
+  place.
 
       iex> comm = %{Emily.Distributed.single() | rank: 1, size: 2}
       iex> Emily.Distributed.shard(Nx.iota({2, 4}), comm, 1) |> Nx.to_list()
@@ -271,8 +274,15 @@ defmodule Emily.Distributed do
     end
 
     part = div(dim, size)
-    Nx.slice_along_axis(tensor, rank * part, part, axis: axis)
+    tensor |> Nx.slice_along_axis(rank * part, part, axis: axis) |> contiguous()
   end
+
+  # A slice is a strided view of the full tensor: a row-major copy of its
+  # own lets the kernels (matrix products above all) read it in place.
+  defp contiguous(%Nx.Tensor{data: %Emily.Backend{ref: ref} = data} = t),
+    do: %{t | data: %{data | ref: Native.contiguous(ref)}}
+
+  defp contiguous(tensor), do: tensor
 
   # ---- collectives -----------------------------------------------------------
 
