@@ -166,11 +166,10 @@ defmodule Examples.Qwen3TP do
 
     %{
       embed: full.embed,
-      head: full.head |> pad_rows(padded_vocab(config, comm)) |> row.(),
+      head: full.head |> pad_rows(padded_vocab(config, comm)) |> row.() |> evaluated(),
       final_norm: full.final_norm,
-      layers: Enum.map(layers, &evaluate_all/1) |> List.to_tuple()
+      layers: layers |> Enum.map(&evaluate_all/1) |> List.to_tuple()
     }
-    |> Map.update!(:head, &evaluated/1)
   end
 
   defp evaluate_all(map), do: Map.new(map, fn {k, t} -> {k, evaluated(t)} end)
