@@ -15,7 +15,9 @@
 # Options: --ranks N (2), --tokens N decoded (64), --prompt N prompt tokens
 # (16), --runs N (3, the median is shown; one warm-up run compiles first),
 # --max-len N (KV cache, 512), --cuda-graph (Emily.Compiler's cuda_graph:
-# true), --f32, --threads N (EMILY_NUM_THREADS of every rank's CPU thread
+# true; only the 1-rank program is captured: a collective node reads its
+# communicator on the host, so a program with collectives falls back to
+# the ordinary replay), --f32, --threads N (EMILY_NUM_THREADS of every rank's CPU thread
 # pool, e.g. 1 on a 2-core machine: one core per rank), and the shapes --layers --hidden --heads --kv-heads
 # --head-dim --intermediate --vocab.
 #
@@ -189,6 +191,7 @@ vocab #{config.vocab}, #{fmt.(params_m, 1)}M parameters, #{inspect(config.type)}
 
 speed-up: #{fmt.(tps.(slowest) / tps.(single), 2)}x; ranks' tokens identical: #{same_on_ranks}; \
 tokens of #{ranks} ranks = tokens of 1: #{if divergence, do: "no (first differs at #{divergence})", else: "yes"}
+#{if opts[:cuda_graph], do: "CUDA graphs: the 1-rank step only (programs with collectives replay the ordinary way)\n", else: ""}\
 machine: #{System.schedulers_online()} schedulers online#{if opts[:gpu], do: "", else: ", ranks share the cores"}; \
 CPU threads per rank: #{flags[:threads] || "all cores"}\
 """)
