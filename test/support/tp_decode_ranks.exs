@@ -13,7 +13,7 @@ model_modules = Code.require_file("../../examples/support/qwen3_tp.exs", __DIR__
     # (not a multiple of 2: the vocab-parallel head is padded), tied head,
     # f32. Weights wider than Qwen3's 0.02 so that the random model does not
     # settle on repeating one token (a stronger check of the 16 tokens).
-    def config,
+    def config(overrides \\ []),
       do:
         Qwen3TP.config(
           layers: 2,
@@ -27,14 +27,16 @@ model_modules = Code.require_file("../../examples/support/qwen3_tp.exs", __DIR__
           max_len: 32,
           init_std: 0.3
         )
+        |> Map.merge(Map.new(overrides))
 
     def prompt, do: [3, 14, 15, 92, 65]
 
     # Greedy generation on `comm` (nil: this process alone) on `device`: the
     # tokens and each step's logits as binaries.
-    def generate(comm, count, device \\ :cpu) do
+    # `overrides` change the config (e.g. tied: false).
+    def generate(comm, count, device \\ :cpu, overrides \\ []) do
       Nx.default_backend({Emily.Backend, device: device})
-      config = config()
+      config = config(overrides)
 
       params =
         config |> Qwen3TP.init_params(7, device) |> Qwen3TP.shard_params(comm, config)
@@ -91,15 +93,16 @@ model_modules = Code.require_file("../../examples/support/qwen3_tp.exs", __DIR__
     end
 
     # `:devices`: rank r's device is the r-th (default: all on the CPU);
-    # `:transport`: Emily.Distributed.init's (with :nccl, the rank's device).
+    # `:transport`: Emily.Distributed.init's (with :nccl, the rank's device);
+    # `:config`: overrides of the config.
     def tensor_parallel(nodes, count, opts \\ []) do
       rank = Enum.find_index(Enum.sort(nodes), &(&1 == node()))
       device = opts |> Keyword.get(:devices, List.duplicate(:cpu, length(nodes))) |> Enum.at(rank)
       transport = Keyword.get(opts, :transport, :tcp)
-      init_opts = [name: :tp_decode, transport: transport]
+      init_opts = [name: Keyword.get(opts, :name, :tp_decode), transport: transport]
       init_opts = if transport == :nccl, do: [device: device] ++ init_opts, else: init_opts
       comm = Emily.Distributed.init(nodes, init_opts)
-      Map.put(generate(comm, count, device), :rank, comm.rank)
+      Map.put(generate(comm, count, device, Keyword.get(opts, :config, [])), :rank, comm.rank)
     end
 
     # The logits of the last position of one step over the whole sequence
