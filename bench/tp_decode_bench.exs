@@ -45,12 +45,7 @@ model_modules = Code.require_file("../examples/support/qwen3_tp.exs", __DIR__)
       Nx.default_backend({Emily.Backend, device: device})
       params = config |> Qwen3TP.init_params(2026, device) |> Qwen3TP.shard_params(comm, config)
 
-      step =
-        Nx.Defn.jit(&Qwen3TP.forward(&1, &2, &3, &4, comm, config),
-          compiler: Emily.Compiler,
-          device: device,
-          cuda_graph: opts[:cuda_graph]
-        )
+      step = Qwen3TP.step_fun(config, comm, device, cuda_graph: opts[:cuda_graph])
 
       prompt = for i <- 1..opts[:prompt], do: rem(i * 7919, config.vocab)
 

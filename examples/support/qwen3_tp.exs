@@ -219,12 +219,33 @@ defmodule Examples.Qwen3TP do
   `step.(params, cache, ids, offset)` with ids `{1, t}` (s32) at positions
   `offset .. offset + t - 1` gives `{logits, token, cache, offset + t}`,
   logits `{1, vocab}` and token `{1, 1}` (s32) of the last position.
+
+  Each length t is compiled once (`Nx.Defn.compile/3`, remembered in the
+  calling process): a call then costs a third of an `Nx.Defn.jit/2` call,
+  which looks its program up from the templates of every argument, some
+  370 tensors for 28 layers (~0.2 against ~0.8 ms on the development
+  machine). `opts` go to the compiler (e.g. `cuda_graph: true`).
   """
-  def step_fun(config, comm, device \\ :cpu) do
-    Nx.Defn.jit(&forward(&1, &2, &3, &4, comm, config),
-      compiler: Emily.Compiler,
-      device: device
-    )
+  def step_fun(config, comm, device \\ :cpu, opts \\ []) do
+    key = {__MODULE__, make_ref()}
+    compile_opts = [compiler: Emily.Compiler, device: device] ++ opts
+    forward = &forward(&1, &2, &3, &4, comm, config)
+
+    fn params, cache, ids, offset ->
+      compiled =
+        case Process.get({key, ids.shape}) do
+          nil ->
+            templates = [params, cache, ids, offset]
+            compiled = Nx.Defn.compile(forward, templates, compile_opts)
+            Process.put({key, ids.shape}, compiled)
+            compiled
+
+          compiled ->
+            compiled
+        end
+
+      compiled.(params, cache, ids, offset)
+    end
   end
 
   @doc false
