@@ -17,9 +17,10 @@
 # --max-len N (KV cache, 512), --cuda-graph (Emily.Compiler's cuda_graph:
 # true; only the 1-rank program is captured: a collective node reads its
 # communicator on the host, so a program with collectives falls back to
-# the ordinary replay), --f32, --threads N (EMILY_NUM_THREADS of every rank's CPU thread
-# pool, e.g. 1 on a 2-core machine: one core per rank), and the shapes --layers --hidden --heads --kv-heads
-# --head-dim --intermediate --vocab.
+# the ordinary replay), --f32, --threads N (EMILY_NUM_THREADS of every
+# rank's CPU thread pool, e.g. 1 on a 2-core machine: one core per rank),
+# and the shapes --layers --hidden --heads --kv-heads --head-dim
+# --intermediate --vocab (Qwen3-0.6B's by default).
 #
 # Decode tokens/s is (tokens - 1) / the time from the first token (read
 # after the prefill step) to the last one; a rank's figure is its median
@@ -27,9 +28,9 @@
 # whether the n ranks generated the tokens of the single run (in bf16 they
 # may part after a near-tie: the row-parallel sums round differently).
 #
-# On the 2-core development machine the ranks share the cores (and each
-# rank's thread pool wants all of them): CPU figures there only show that
-# it runs, not a speed-up.
+# On the 2-core development machine the ranks share the cores and the
+# memory bandwidth (and each small TCP collective costs ~0.1 ms there):
+# CPU figures show that it runs, not what 2 GPUs gain.
 
 Code.require_file("../test/support/distributed_peers.exs", __DIR__)
 model_modules = Code.require_file("../examples/support/qwen3_tp.exs", __DIR__)
