@@ -19,7 +19,9 @@
 # communicator on the host, so a program with collectives falls back to
 # the ordinary replay), --f32, --threads N (EMILY_NUM_THREADS of every
 # rank's CPU thread pool, e.g. 1 on a 2-core machine: one core per rank),
-# and the shapes --layers --hidden --heads --kv-heads --head-dim
+# --lm-head vocab-parallel|replicated (the n ranks' LM head: a slice of
+# the vocabulary each and an all_gather, the default, or the whole head on
+# every rank), and the shapes --layers --hidden --heads --kv-heads --head-dim
 # --intermediate --vocab (Qwen3-0.6B's by default).
 #
 # Decode tokens/s is (tokens - 1) / the time from the first token (read
@@ -50,18 +52,19 @@ model_modules = Code.require_file("../examples/support/qwen3_tp.exs", __DIR__)
 
       prompt = for i <- 1..opts[:prompt], do: rem(i * 7919, config.vocab)
 
-      generate = fn ->
+      generate = fn keep_logits ->
         if comm, do: :ok = Emily.Distributed.barrier(comm)
         cache = Qwen3TP.empty_cache(config, comm, device)
 
         Qwen3TP.generate(step, params, cache, prompt, opts[:tokens],
           config: config,
-          device: device
+          device: device,
+          keep_logits: keep_logits
         )
       end
 
-      warm = generate.()
-      runs = for _ <- 1..opts[:runs], do: generate.()
+      warm = generate.(true)
+      runs = for _ <- 1..opts[:runs], do: generate.(false)
 
       median = fn key ->
         runs |> Enum.map(& &1[key]) |> Enum.sort() |> Enum.at(div(opts[:runs], 2))
@@ -69,6 +72,8 @@ model_modules = Code.require_file("../examples/support/qwen3_tp.exs", __DIR__)
 
       %{
         tokens: warm.tokens,
+        # the prefill step's logits, as f32
+        first_logits: warm.logits |> hd() |> Nx.as_type(:f32) |> Nx.to_binary(),
         prefill_ms: median.(:prefill_us) / 1000,
         decode_ms: median.(:decode_us) / 1000,
         rank: if(comm, do: comm.rank, else: 0)
@@ -101,6 +106,7 @@ model_modules = Code.require_file("../examples/support/qwen3_tp.exs", __DIR__)
       cuda_graph: :boolean,
       f32: :boolean,
       threads: :integer,
+      lm_head: :string,
       layers: :integer,
       hidden: :integer,
       heads: :integer,
@@ -111,12 +117,23 @@ model_modules = Code.require_file("../examples/support/qwen3_tp.exs", __DIR__)
     ]
   )
 
+lm_head =
+  case flags[:lm_head] || "vocab-parallel" do
+    "vocab-parallel" -> :vocab_parallel
+    "replicated" -> :replicated
+    other -> raise ArgumentError, "--lm-head: vocab-parallel or replicated, got: #{other}"
+  end
+
 shape_keys = [:layers, :hidden, :heads, :kv_heads, :head_dim, :intermediate, :vocab]
 
 config =
   Examples.Qwen3TP.config(
     Keyword.take(flags, shape_keys) ++
-      [max_len: flags[:max_len] || 512, type: if(flags[:f32], do: :f32, else: :bf16)]
+      [
+        max_len: flags[:max_len] || 512,
+        type: if(flags[:f32], do: :f32, else: :bf16),
+        lm_head: lm_head
+      ]
   )
 
 ranks = flags[:ranks] || 2
@@ -152,6 +169,14 @@ divergence =
   Enum.zip(single.tokens, hd(multi).tokens)
   |> Enum.find_index(fn {a, b} -> a != b end)
 
+# How far the n ranks' first logits are from the single run's, against
+# how far apart the single run's best two are.
+floats = fn bin -> for <<v::float-32-native <- bin>>, do: v end
+first_single = floats.(single.first_logits)
+first_multi = floats.(hd(multi).first_logits)
+logit_difference = Enum.zip_with(first_single, first_multi, &abs(&1 - &2)) |> Enum.max()
+[best, second | _] = Enum.sort(first_single, :desc)
+
 fmt = fn x, d -> :erlang.float_to_binary(x / 1, decimals: d) end
 decoded = tokens - 1
 tps = fn r -> decoded / (r.decode_ms / 1000) end
@@ -171,14 +196,17 @@ params_m =
 
 transport =
   if opts[:gpu],
-    do: "GPUs, rank r on gpu:r, NCCL#{if opts[:cuda_graph], do: ", CUDA graph per step"}",
+    do:
+      "GPUs, rank r on gpu:r, NCCLfirst token's logits: max |1 rank - #{ranks} ranks| = #{Float.round(logit_difference, 6)}, \
+1 rank's top-2 gap #{Float.round(best - second, 6)}
+#{if opts[:cuda_graph], do: ", CUDA graph per step"}",
     else: "CPU, TCP over 127.0.0.1"
 
 IO.puts("""
 
 Tensor-parallel decode (#{transport}): #{config.layers} layers, hidden #{config.hidden}, \
 #{config.heads}/#{config.kv_heads} heads of #{config.head_dim}, MLP #{config.intermediate}, \
-vocab #{config.vocab}, #{fmt.(params_m, 1)}M parameters, #{inspect(config.type)}, KV cache \
+vocab #{config.vocab} (LM head #{config.lm_head}), #{fmt.(params_m, 1)}M parameters, #{inspect(config.type)}, KV cache \
 #{config.max_len}, prompt #{opts[:prompt]}, #{tokens} tokens, batch 1, median of #{opts[:runs]}
 
 #{String.pad_trailing("", 34)}#{String.pad_leading("prefill ms", 12)}#{String.pad_leading("ms / token", 14)}#{String.pad_leading("tokens/s", 12)}
@@ -187,6 +215,8 @@ vocab #{config.vocab}, #{fmt.(params_m, 1)}M parameters, #{inspect(config.type)}
 
 speed-up: #{fmt.(tps.(slowest) / tps.(single), 2)}x; ranks' tokens identical: #{same_on_ranks}; \
 tokens of #{ranks} ranks = tokens of 1: #{if divergence, do: "no (first differs at #{divergence})", else: "yes"}
+first token's logits: max |1 rank - #{ranks} ranks| = #{Float.round(logit_difference, 6)}, \
+1 rank's top-2 gap #{Float.round(best - second, 6)}
 #{if opts[:cuda_graph], do: "CUDA graphs: the 1-rank step only (programs with collectives replay the ordinary way)\n", else: ""}\
 machine: #{System.schedulers_online()} schedulers online#{if opts[:gpu], do: "", else: ", ranks share the cores"}; \
 CPU threads per rank: #{flags[:threads] || "all cores"}\

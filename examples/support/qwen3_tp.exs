@@ -24,7 +24,9 @@
 #   * gate and up column-parallel by intermediate units, down row-parallel:
 #     one all_sum per MLP;
 #   * embedding and norms replicated;
-#   * LM head vocab-parallel: rank r computes the logits of its contiguous
+#   * LM head vocab-parallel (config lm_head: :vocab_parallel, the
+#     default; :replicated keeps the whole head on every rank and needs no
+#     collective): rank r computes the logits of its contiguous
 #     slice of the vocabulary (padded with zero rows to a multiple of n),
 #     an all_gather joins them, the padding is cut off and every rank takes
 #     the argmax of the same bytes. This halves the largest matrix-vector
@@ -66,6 +68,9 @@ defmodule Examples.Qwen3TP do
       tied: true,
       max_len: 512,
       type: :bf16,
+      # :vocab_parallel (each rank a slice of the vocabulary, all_gather) or
+      # :replicated (every rank the whole head, no collective)
+      lm_head: :vocab_parallel,
       # parameters uniform with this standard deviation (norm weights: 1 ± 0.1)
       init_std: 0.02
     }
@@ -166,10 +171,19 @@ defmodule Examples.Qwen3TP do
 
     %{
       embed: full.embed,
-      head: full.head |> pad_rows(padded_vocab(config, comm)) |> row.() |> evaluated(),
+      head: shard_head(full.head, comm, config),
       final_norm: full.final_norm,
       layers: layers |> Enum.map(&evaluate_all/1) |> List.to_tuple()
     }
+  end
+
+  defp shard_head(head, _comm, %{lm_head: :replicated}), do: head
+
+  defp shard_head(head, comm, %{lm_head: :vocab_parallel} = config) do
+    head
+    |> pad_rows(padded_vocab(config, comm))
+    |> Distributed.shard(comm, 0)
+    |> evaluated()
   end
 
   defp evaluate_all(map), do: Map.new(map, fn {k, t} -> {k, evaluated(t)} end)
@@ -276,7 +290,7 @@ defmodule Examples.Qwen3TP do
     local_logits = Nx.dot(last, [1], params.head, [1])
 
     logits =
-      if comm && comm.size > 1 do
+      if ranks(comm) > 1 and config.lm_head == :vocab_parallel do
         local_logits
         |> Distributed.all_gather(comm, axis: 1)
         |> Nx.slice_along_axis(0, config.vocab, axis: 1)

@@ -90,6 +90,20 @@ defmodule Emily.TPDecodeTest do
         do: assert(max_difference(a, b) < 1.0e-4)
   end
 
+  test "a replicated LM head, 2 ranks against 1", %{nodes: nodes} do
+    opts = [config: [lm_head: :replicated], name: :tp_replicated]
+
+    [r0, r1] =
+      Peers.on_all(nodes, &:erpc.call(&1, Ranks, :tensor_parallel, [nodes, 8, opts], 60_000))
+
+    single = Ranks.generate(nil, 8)
+    assert r0.logits == r1.logits
+    assert r0.tokens == single.tokens
+
+    for {a, b} <- Enum.zip(single.logits, r0.logits),
+        do: assert(max_difference(a, b) < 1.0e-4)
+  end
+
   test "decoding through the KV cache matches one step over the whole sequence" do
     %{tokens: tokens, logits: logits} = Ranks.generate(nil, 6)
     # the last decode step saw the prompt and the first 5 generated tokens
