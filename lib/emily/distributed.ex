@@ -239,6 +239,51 @@ defmodule Emily.Distributed do
   @doc "The number of ranks."
   def size(%Comm{size: size}), do: size
 
+  @doc """
+  This rank's part of `tensor` split along `axis` into `size` equal,
+  contiguous parts (part `rank`): the weight shard of a tensor-parallel
+  layer, cut from the full weight that every rank holds or loads.
+
+  A column-parallel projection `x · w` (`w` of shape `{in, out}`) takes
+  `shard(w, comm, 1)` and gives this rank's slice of the output features;
+  a row-parallel one takes `shard(w, comm, 0)` and the matching slice of
+  the input features, and its partial products are summed with
+  `all_sum/2`. `comm` may be `nil` (one process): the tensor itself.
+  On `Emily.Backend` the part is row-major (a copy when the slice is not
+  contiguous in the full tensor), so that the matrix products read it in
+  place.
+
+      iex> comm = %{Emily.Distributed.single() | rank: 1, size: 2}
+      iex> Emily.Distributed.shard(Nx.iota({2, 4}), comm, 1) |> Nx.to_list()
+      [[2, 3], [6, 7]]
+  """
+  @spec shard(Nx.Tensor.t(), Comm.t() | nil, integer()) :: Nx.Tensor.t()
+  def shard(tensor, comm, axis \\ 0)
+
+  def shard(tensor, nil, _axis), do: Nx.to_tensor(tensor)
+
+  def shard(tensor, %Comm{rank: rank, size: size}, axis) do
+    tensor = Nx.to_tensor(tensor)
+    axis = axis!(tensor, axis, "shard")
+    dim = elem(tensor.shape, axis)
+
+    if rem(dim, size) != 0 do
+      raise ArgumentError,
+            "shard: axis #{axis} of #{inspect(tensor.shape)} must be divisible by the " <>
+              "number of ranks #{size}"
+    end
+
+    part = div(dim, size)
+    tensor |> Nx.slice_along_axis(rank * part, part, axis: axis) |> contiguous()
+  end
+
+  # A slice is a strided view of the full tensor: a row-major copy of its
+  # own lets the kernels (matrix products above all) read it in place.
+  defp contiguous(%Nx.Tensor{data: %Emily.Backend{ref: ref} = data} = t),
+    do: %{t | data: %{data | ref: Native.contiguous(ref)}}
+
+  defp contiguous(tensor), do: tensor
+
   # ---- collectives -----------------------------------------------------------
 
   @doc """
