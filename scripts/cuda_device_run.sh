@@ -87,7 +87,8 @@ if [ -n "${EXSTAGE:-}" ]; then
       -r test/test_helper.exs -r test/emily/bumblebee/qwen3_test.exs > "$OUT/exunit_qwen3.log" 2>&1
     echo "exit $?"
     grep -E "^\s+[0-9]+\) test|\*\* \(|tests?, " "$OUT/exunit_qwen3.log" | head -20
-    for args in "--gpu" "--gpu --cuda-graph" "--gpu --stock"; do
+    IFS=';' read -ra qwen3_variants <<< "${QWEN3_VARIANTS:---gpu;--gpu --cuda-graph;--gpu --stock}"
+    for args in "${qwen3_variants[@]}"; do
       echo "== bench/qwen3_bench.exs $args"
       ex -e 'Application.ensure_all_started(:emily); Application.ensure_all_started(:bumblebee); Code.eval_file("bench/qwen3_bench.exs")' \
         $args 2>&1 | tail -8
@@ -97,7 +98,7 @@ if [ -n "${EXSTAGE:-}" ]; then
   fi
   demos=("axon_digits.exs 10 --gpu" "mlp_digits.exs 12 --gpu" "serving.exs --gpu")
   [ "${DEMOS:-1}" = 1 ] || demos=()
-  if [ "${DEMOS:-1}" = 1 ]; then
+  if [ "${DEMOS:-1}" = 1 ] || [ "${DIGITS_BENCH:-0}" = 1 ]; then
     # The digits MLP's training step on the CPU, the GPU and as a CUDA graph.
     echo "== bench/digits_train_bench.exs --gpu"
     ex -e 'Application.ensure_all_started(:emily); Code.eval_file("bench/digits_train_bench.exs")' \
@@ -152,7 +153,8 @@ fi
 # torch.compile (MINILM=1, with EXSTAGE and the model in $EMILY_MODELS or
 # ~/.cache/emily/models; the tokenizer outside the timed region on both).
 if [ "${MINILM:-0}" = 1 ] && [ -n "${EXSTAGE:-}" ]; then
-  for args in "--gpu" "--gpu --bf16" "--gpu --bf16 --graph" "--gpu --stock"; do
+  IFS=';' read -ra minilm_variants <<< "${MINILM_VARIANTS:---gpu;--gpu --bf16;--gpu --bf16 --graph;--gpu --stock}"
+  for args in "${minilm_variants[@]}"; do
     echo "== bench/minilm_bench.exs $args"
     ex -e 'Application.ensure_all_started(:emily); Application.ensure_all_started(:bumblebee); Code.eval_file("bench/minilm_bench.exs")' \
       $args 2>&1 | tail -4
