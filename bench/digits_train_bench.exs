@@ -82,7 +82,7 @@ IO.puts("| --- | ---: | ---: | ---: |")
 
 for {name, device, options} <- modes do
   backend = {Emily.Backend, device: device}
-  to = &Nx.backend_transfer(&1, backend)
+  to = &Nx.backend_copy(&1, backend)
   # The batches, on the device once (slicing them is not the step's work).
   xs =
     for b <- 0..(n_batches - 1), do: to.(Nx.slice_along_axis(x_train, b * batch, batch, axis: 0))

@@ -28,9 +28,10 @@ defmodule Emily.DistributedGPUTest do
           Distributed.all_sum(x, comm),
           Distributed.all_gather(x, comm, axis: 1),
           Distributed.reduce_scatter(x, comm, axis: 1),
-          Nx.Defn.jit(&Distributed.all_sum(&1 * 2, comm), compiler: Emily.Compiler, device: :gpu).(
-            x
-          )
+          Nx.Defn.jit(&Distributed.all_sum(Nx.multiply(&1, 2), comm),
+            compiler: Emily.Compiler,
+            device: :gpu
+          ).(x)
           |> Nx.divide(2)
         ] do
       assert Nx.to_list(result) == Nx.to_list(x)
