@@ -95,8 +95,11 @@ EM_CLONES static void SN(sdpa_scores)(const SDPA_C *restrict Q, int64_t D,
  * running sum would chain LANES scalar ones (which made this the decode
  * step's hottest loop); the order is fixed by SDPA_LANES, not by the clone
  * that runs. */
-static inline SDPA_C SN(sdpa_hsum)(SN(sdpa_vec) a) {
+static inline __attribute__((always_inline)) SDPA_C
+SN(sdpa_hsum)(const SN(sdpa_vec) * v) {
     _Static_assert(SDPA_LANES == 16, "sdpa_hsum halves 16 lanes");
+    /* By pointer: a vector argument's ABI depends on the clone's ISA. */
+    SN(sdpa_vec) a = *v;
     a += __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10,
                                  11, 12, 13, 14, 15);
     a += __builtin_shufflevector(a, a, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5,
@@ -131,7 +134,7 @@ static inline SDPA_C SN(sdpa_hsum)(SN(sdpa_vec) a) {
         }                                                                      \
         SDPA_UNROLL                                                            \
         for (int i = 0; i < (nrows); i++) {                                    \
-            SDPA_C sum = SN(sdpa_hsum)(a[i]);                                  \
+            SDPA_C sum = SN(sdpa_hsum)(&a[i]);                                 \
             for (int64_t d = Dl; d < D; d++)                                   \
                 sum += Q[(r + i) * D + d] * SDPA_LOAD(k[d]);                   \
             Sc[(r + i) * tkp + j] = sum;                                       \
