@@ -14,39 +14,7 @@
 # and the final loss, which must agree between modes.
 
 Code.require_file("../examples/support/digits.exs", __DIR__)
-
-defmodule DigitsTrainBench do
-  import Nx.Defn
-
-  @momentum 0.9
-  @lr 0.05
-
-  defn loss(p, x, y) do
-    z = x |> Nx.dot(p.w1) |> Nx.add(p.b1) |> Nx.max(0.0) |> Nx.dot(p.w2) |> Nx.add(p.b2)
-    log_probs = z - Nx.logsumexp(z, axes: [1], keep_axes: true)
-    -Nx.mean(Nx.sum(log_probs * y, axes: [1]))
-  end
-
-  defn train_step(params, velocity, x, y) do
-    {loss, grads} = value_and_grad(params, &loss(&1, x, y))
-
-    velocity = %{
-      w1: velocity.w1 * @momentum + grads.w1,
-      b1: velocity.b1 * @momentum + grads.b1,
-      w2: velocity.w2 * @momentum + grads.w2,
-      b2: velocity.b2 * @momentum + grads.b2
-    }
-
-    params = %{
-      w1: params.w1 - velocity.w1 * @lr,
-      b1: params.b1 - velocity.b1 * @lr,
-      w2: params.w2 - velocity.w2 * @lr,
-      b2: params.b2 - velocity.b2 * @lr
-    }
-
-    {loss, params, velocity}
-  end
-end
+Code.require_file("../examples/support/mlp_digits_model.exs", __DIR__)
 
 {flags, rest, _} = OptionParser.parse(System.argv(), strict: [gpu: :boolean])
 steps = with [n] <- rest, do: String.to_integer(n), else: (_ -> 300)
@@ -91,7 +59,7 @@ for {name, device, options} <- modes do
     for b <- 0..(n_batches - 1), do: to.(Nx.slice_along_axis(y_train, b * batch, batch, axis: 0))
 
   batches = Enum.zip(xs, ys) |> List.to_tuple()
-  step = Nx.Defn.jit(&DigitsTrainBench.train_step/4, [compiler: Emily.Compiler] ++ options)
+  step = Nx.Defn.jit(&MLPDigits.train_step/4, [compiler: Emily.Compiler] ++ options)
 
   train = fn params, velocity, first, count ->
     Enum.reduce(first..(first + count - 1), {nil, params, velocity}, fn i, {_, p, v} ->

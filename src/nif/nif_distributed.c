@@ -247,41 +247,23 @@ NIF_DECL(all_sum) {
     return nif_result(&c, em_all_sum(x, comm, &out), &out);
 }
 
-NIF_DECL(all_gather) {
-    nif_call c = NIF_CALL(env, "all_gather");
-    em_array *x, *out;
-    em_comm *comm;
-    int axis;
-    if (!nif_get_array(&c, argv[0], "tensor", &x) ||
-        !get_comm(&c, argv[1], &comm) ||
-        !nif_get_int(&c, argv[2], "axis", &axis))
-        return c.raised;
-    return nif_result(&c, em_all_gather(x, comm, axis, &out), &out);
-}
+/* The collectives taking (tensor, comm, an int argument named `what`). */
+#define NIF_TENSOR_COMM_INT(name, what, fn)                                    \
+    NIF_DECL(name) {                                                           \
+        nif_call c = NIF_CALL(env, #name);                                     \
+        em_array *x, *out;                                                     \
+        em_comm *comm;                                                         \
+        int value;                                                             \
+        if (!nif_get_array(&c, argv[0], "tensor", &x) ||                       \
+            !get_comm(&c, argv[1], &comm) ||                                   \
+            !nif_get_int(&c, argv[2], what, &value))                           \
+            return c.raised;                                                   \
+        return nif_result(&c, fn(x, comm, value, &out), &out);                 \
+    }
 
-NIF_DECL(reduce_scatter) {
-    nif_call c = NIF_CALL(env, "reduce_scatter");
-    em_array *x, *out;
-    em_comm *comm;
-    int axis;
-    if (!nif_get_array(&c, argv[0], "tensor", &x) ||
-        !get_comm(&c, argv[1], &comm) ||
-        !nif_get_int(&c, argv[2], "axis", &axis))
-        return c.raised;
-    return nif_result(&c, em_reduce_scatter(x, comm, axis, &out), &out);
-}
-
-NIF_DECL(comm_send) {
-    nif_call c = NIF_CALL(env, "comm_send");
-    em_array *x, *out;
-    em_comm *comm;
-    int dest;
-    if (!nif_get_array(&c, argv[0], "tensor", &x) ||
-        !get_comm(&c, argv[1], &comm) ||
-        !nif_get_int(&c, argv[2], "dest", &dest))
-        return c.raised;
-    return nif_result(&c, em_send(x, comm, dest, &out), &out);
-}
+NIF_TENSOR_COMM_INT(all_gather, "axis", em_all_gather)
+NIF_TENSOR_COMM_INT(reduce_scatter, "axis", em_reduce_scatter)
+NIF_TENSOR_COMM_INT(comm_send, "dest", em_send)
 
 NIF_DECL(comm_recv) {
     nif_call c = NIF_CALL(env, "comm_recv");

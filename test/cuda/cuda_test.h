@@ -45,6 +45,10 @@ void fill_random(em_dtype d, void *buf, int64_t n, bool edges, int small);
 /* A new CPU array of random elements (as fill_random). */
 em_array *random_array(em_dtype d, const int64_t *shape, int ndim, bool edges,
                        int small);
+/* A new CPU pred array (lq, lk) for attention: each key kept with
+ * probability 0.7, none of the first row's when dead_row (a row that
+ * attends to nothing). */
+em_array *random_keep_mask(int64_t lq, int64_t lk, bool dead_row);
 
 /* ---- comparisons: each returns the worst error in units of the tolerance
  * (<= 1 passes) and prints the first mismatch ---- */

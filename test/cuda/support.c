@@ -449,3 +449,16 @@ bool skip_dtype(em_dtype d) {
 }
 
 /* ---- elementwise ---------------------------------------------------------- */
+
+em_array *random_keep_mask(int64_t lq, int64_t lk, bool dead_row) {
+    const int64_t shape[2] = {lq, lk}, n = lq * lk;
+    uint8_t *keep = malloc((size_t)(n ? n : 1));
+    if (!keep)
+        die_on(EM_ERR_OOM, "mask");
+    for (int64_t i = 0; i < n; i++)
+        keep[i] = next_unit() > 0.3 && !(dead_row && i < lk);
+    em_array *mask = NULL;
+    die_on(em_from_data(keep, (size_t)n, shape, 2, EM_PRED, &mask), "mask");
+    free(keep);
+    return mask;
+}

@@ -65,14 +65,7 @@ static void run_case(const sdpa_case *c, em_dtype dt) {
         const int64_t ms[4] = {1, c->H, c->Lq, c->Lk};
         cpu_in[3] = random_array(dt, ms, 4, false, 0);
     } else if (c->mask == 2) {
-        const int64_t ms[2] = {c->Lq, c->Lk};
-        int64_t n = c->Lq * c->Lk;
-        uint8_t *keep = malloc((size_t)n);
-        for (int64_t i = 0; i < n; i++)
-            keep[i] = next_unit() > 0.3 && !(c->dead_row && i < c->Lk);
-        die_on(em_from_data(keep, (size_t)n, ms, 2, EM_PRED, &cpu_in[3]),
-               "mask");
-        free(keep);
+        cpu_in[3] = random_keep_mask(c->Lq, c->Lk, c->dead_row);
     }
     if (c->sinks) {
         const int64_t hs[1] = {c->H};

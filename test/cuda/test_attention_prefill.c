@@ -154,16 +154,7 @@ static void run_case(const prefill_case *c, em_dtype dt) {
         const int64_t ms[4] = {1, c->H, c->Lq, c->Lk};
         cpu_in[3] = random_array(dt, ms, 4, false, 0);
     } else if (c->mask == 2) {
-        const int64_t ms[2] = {c->Lq, c->Lk};
-        const int64_t n = c->Lq * c->Lk;
-        uint8_t *keep = malloc((size_t)n);
-        if (!keep)
-            die_on(EM_ERR_OOM, "mask");
-        for (int64_t i = 0; i < n; i++)
-            keep[i] = next_unit() > 0.3 && !(c->dead_row && i < c->Lk);
-        die_on(em_from_data(keep, (size_t)n, ms, 2, EM_PRED, &cpu_in[3]),
-               "mask");
-        free(keep);
+        cpu_in[3] = random_keep_mask(c->Lq, c->Lk, c->dead_row);
     } else if (c->mask == 3) { /* batch row b keeps its first Lk - 9b keys */
         const int64_t ms[4] = {c->B, 1, 1, c->Lk};
         const int64_t n = c->B * c->Lk;
