@@ -6,13 +6,13 @@
 # compiled decode on the GPU), PyTorch on the dequantized weights is
 # bench/smollm2_torch.py.
 #
-#   mix run bench/smollm2_bench.exs [--gpu] [--stock] [--all-kernels]
+#   mix run bench/smollm2_bench.exs [--gpu] [--stock] [--norms-only]
 
 Code.require_file("../examples/support/models.exs", __DIR__)
 
 {flags, _, _} =
   OptionParser.parse(System.argv(),
-    strict: [gpu: :boolean, stock: :boolean, all_kernels: :boolean]
+    strict: [gpu: :boolean, stock: :boolean, norms_only: :boolean]
   )
 
 device = if flags[:gpu], do: :gpu, else: :cpu
@@ -32,13 +32,13 @@ model_info =
     model_info
   end
 
-# As the demo runs it (Emily.Bumblebee.FastKernels: RMS norms, and on the GPU
-# rotary embeddings and attention too); --all-kernels: all three on the CPU
-# too; --stock: Bumblebee's graph.
+# As the demo runs it (Emily.Bumblebee.FastKernels: RMS norms, rotary
+# embeddings and attention); --norms-only: the norms alone; --stock:
+# Bumblebee's graph.
 kernels =
-  if flags[:gpu] || flags[:all_kernels],
-    do: [:norms, :rotary_embedding, :attention],
-    else: [:norms]
+  if flags[:norms_only],
+    do: [:norms],
+    else: [:norms, :rotary_embedding, :attention]
 
 model_info =
   if flags[:stock],

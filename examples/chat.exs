@@ -48,15 +48,8 @@ end
 
 spinner = spin.("loading #{Path.basename(path)}")
 {:ok, model_info} = Emily.Bumblebee.GGUF.load_model(path)
-# RMS norms on Emily.Fast kernels, and on the GPU rotary embeddings and
-# attention too (on the CPU those two slow decoding down for now: see
-# Emily.Bumblebee.FastKernels).
-kernels = if flags[:gpu], do: [:norms, :rotary_embedding, :attention], else: [:norms]
-
-model_info = %{
-  model_info
-  | model: Emily.Bumblebee.FastKernels.apply(model_info.model, only: kernels)
-}
+# RMS norms, rotary embeddings and attention on Emily.Fast kernels.
+model_info = %{model_info | model: Emily.Bumblebee.FastKernels.apply(model_info.model)}
 
 {:ok, tokenizer} = Emily.Bumblebee.GGUF.load_tokenizer(path)
 

@@ -42,13 +42,12 @@ if Code.ensure_loaded?(Bumblebee) do
 
     `apply/2` and `rewrite/2` take `:only`, the kinds to rewrite among
     `:norms`, `:rotary_embedding` and `:attention` (default: all three).
-    On the CPU the demos and benchmarks rewrite the norms only: measured
-    on SmolLM2-135M (2 Zen 5 cores, 2026-12-02), decoding ran at 142
-    tokens/s with the norms rewritten, 95 with the rotary embeddings as
-    well and 59 with the attention as well: the fused CPU attention kernel
-    takes most of a decode step there although it beats the composed
-    attention when timed alone, which is not understood yet. On the GPU
-    all three help (Qwen3-0.6B-shaped, H200: 107 against 82 tokens/s).
+    All three help: SmolLM2-135M decodes at 116 tokens/s on 2 Zen 5 cores
+    with all three against 104–108 with the norms only (2026-12-02, after
+    the CPU attention kernel's decode fix), and Bumblebee's
+    Qwen3-0.6B-shaped model at 216 tokens/s on an H200 (its stock graph
+    ran at 82 the session before, on the older kernels). `:only` is there to compare them, or to leave a kind to
+    Bumblebee's own layers.
 
     Layer names and parameters are unchanged, so the model's state loads
     as before. Results agree with the stock graph to float rounding
