@@ -15,10 +15,9 @@ eagerly. The compiled row's warm-up includes the compilation. Written
 against torch 2.15 and transformers 5.24.
 """
 import argparse
-import statistics
-import time
 
 import torch
+from support.torch_generation import report_generation
 from transformers import CompileConfig, Qwen3Config, Qwen3ForCausalLM
 
 parser = argparse.ArgumentParser()
@@ -43,40 +42,11 @@ with torch.device(device):
 
 # The same token ids as the Emily benchmark: spread over the vocabulary.
 prompt = (torch.arange(args.prompt) * 7919 % 151936).unsqueeze(0).to(device)
-mask = torch.ones_like(prompt)
-
-
-def sync():
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def time_generate(new_tokens, **kwargs):
-    def run():
-        sync()
-        t0 = time.perf_counter()
-        out = model.generate(prompt, attention_mask=mask, do_sample=False,
-                             max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                             eos_token_id=None, pad_token_id=0, **kwargs)
-        sync()
-        assert out.shape[1] == args.prompt + new_tokens
-        return (time.perf_counter() - t0) * 1e3
-
-    run()
-    return statistics.median(run() for _ in range(args.runs))
+title = f"Qwen3-0.6B-shaped, {args.layers} layers, random bf16, batch 1"
 
 
 def report(label, **kwargs):
-    # generate runs under torch.no_grad itself.
-    prefill_ms = time_generate(1, **kwargs)
-    total_ms = time_generate(args.tokens + 1, **kwargs)
-    decode_ms = total_ms - prefill_ms
-    print(f"PyTorch {torch.__version__} ({device}, {label}): Qwen3-0.6B-shaped, {args.layers} layers, "
-          f"random bf16, batch 1\n"
-          f"  {f'prompt {args.prompt} tokens + first token':<32}{prefill_ms:10.1f} ms"
-          f"{args.prompt / (prefill_ms / 1e3):10.0f} tok/s\n"
-          f"  {f'decode {args.tokens} tokens':<32}{decode_ms:10.1f} ms"
-          f"{args.tokens / (decode_ms / 1e3):10.1f} tok/s")
+    report_generation(model, prompt, device, args.tokens, args.runs, title, label=label, **kwargs)
 
 
 report("eager")

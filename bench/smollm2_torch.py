@@ -20,7 +20,6 @@ vocabulary (the Emily benchmark's ChatML prompt is about 117 tokens).
 """
 import argparse
 import os
-import statistics
 import struct
 import sys
 import time
@@ -224,6 +223,7 @@ def main():
     args = parser.parse_args()
 
     import torch
+    from support.torch_generation import report_generation
     from transformers import CompileConfig
 
     device = "cpu" if args.cpu or not torch.cuda.is_available() else "cuda"
@@ -232,36 +232,11 @@ def main():
     model, config = build_model(args.gguf, device, dtype)
     print(f"loaded and dequantized {args.gguf} in {time.perf_counter() - t0:.1f} s")
     prompt = (torch.arange(args.prompt) * 7919 % config.vocab_size).unsqueeze(0).to(device)
-    mask = torch.ones_like(prompt)
-
-    def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
-
-    def time_generate(new_tokens, **kwargs):
-        def run():
-            sync()
-            start = time.perf_counter()
-            out = model.generate(prompt, attention_mask=mask, do_sample=False,
-                                 max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                                 eos_token_id=None, pad_token_id=0, **kwargs)
-            sync()
-            assert out.shape[1] == args.prompt + new_tokens
-            return (time.perf_counter() - start) * 1e3
-
-        run()
-        return statistics.median(run() for _ in range(args.runs))
+    title = f"SmolLM2-135M dequantized Q4_1 in {args.dtype}, batch 1"
 
     def report(label, **kwargs):
-        prefill_ms = time_generate(1, **kwargs)
-        total_ms = time_generate(args.tokens + 1, **kwargs)
-        decode_ms = total_ms - prefill_ms
-        print(f"PyTorch {torch.__version__} ({device}, {label}): SmolLM2-135M dequantized Q4_1 "
-              f"in {args.dtype}, batch 1\n"
-              f"  {f'prompt {args.prompt} tokens + first token':<32}{prefill_ms:10.1f} ms"
-              f"{args.prompt / (prefill_ms / 1e3):10.0f} tok/s\n"
-              f"  {f'decode {args.tokens} tokens':<32}{decode_ms:10.1f} ms"
-              f"{args.tokens / (decode_ms / 1e3):10.1f} tok/s", flush=True)
+        report_generation(model, prompt, device, args.tokens, args.runs, title, label=label,
+                          **kwargs)
 
     report("eager")
     if device == "cuda":

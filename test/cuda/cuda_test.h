@@ -49,6 +49,17 @@ em_array *random_array(em_dtype d, const int64_t *shape, int ndim, bool edges,
  * probability 0.7, none of the first row's when dead_row (a row that
  * attends to nothing). */
 em_array *random_keep_mask(int64_t lq, int64_t lk, bool dead_row);
+/* The em_sdpa inputs after q, k and v: in[3] the mask (kind 1: additive
+ * (1, H, Lq, Lk) of dt; 2: random_keep_mask; else none), in[4] the sinks
+ * (H) of dt when `sinks`. */
+void sdpa_random_extras(em_dtype dt, int mask, bool dead_row, bool sinks,
+                        int64_t H, int64_t Lq, int64_t Lk, em_array **in);
+/* gpu[i] = cpu[i] moved to the GPU, for i in [from, n) where cpu[i] is set. */
+void copy_to_gpu(em_array *const *cpu, em_array **gpu, int from, int n);
+/* K and V (in[1], in[2]) on both sides replaced by views of their first n
+ * positions (axis 2) and dk / dv features (axis 3): a longer cache. */
+void sdpa_cache_views(em_array **cpu_in, em_array **gpu_in, int64_t n,
+                      int64_t dk, int64_t dv);
 
 /* ---- comparisons: each returns the worst error in units of the tolerance
  * (<= 1 passes) and prints the first mismatch ---- */
@@ -102,16 +113,18 @@ void test_conv(void);
 void test_window(void);
 void test_erf_inv(void);
 void test_top_k(void);
-void test_fusion(void); /* fused programs vs unfused, on the GPU */
-void test_fast(void);   /* test_fast.c: Emily.Fast norms, softmax, RoPE */
-void test_quant(void);  /* test_quant.c: affine quantization */
-void test_ggml(void);   /* test_ggml.c: ggml block formats */
-void test_cuda_graph(void); /* test_cuda_graph.c: programs as CUDA graphs */
-void test_attention(void); /* test_attention.c: em_sdpa */
+void test_fusion(void);      /* fused programs vs unfused, on the GPU */
+void test_fast(void);        /* test_fast.c: Emily.Fast norms, softmax, RoPE */
+void test_quant(void);       /* test_quant.c: affine quantization */
+void test_ggml(void);        /* test_ggml.c: ggml block formats */
+void test_cuda_graph(void);  /* test_cuda_graph.c: programs as CUDA graphs */
+void test_attention(void);   /* test_attention.c: em_sdpa */
 void test_distributed(void); /* test_distributed.c: collectives, NCCL */
 /* test_attention_prefill.c: tensor-core prefill attention */
 void test_attention_prefill(void);
-void test_attention_decode(void); /* test_attention_decode.c: em_sdpa, Lq <= 16 */
-void test_decode(void); /* test_decode.c: em_fast_linear (decode path) */
+/* test_attention_decode.c: em_sdpa, Lq <= 16 */
+void test_attention_decode(void);
+/* test_decode.c: em_fast_linear (decode path) */
+void test_decode(void);
 
 #endif

@@ -462,3 +462,39 @@ em_array *random_keep_mask(int64_t lq, int64_t lk, bool dead_row) {
     free(keep);
     return mask;
 }
+
+void sdpa_random_extras(em_dtype dt, int mask, bool dead_row, bool sinks,
+                        int64_t H, int64_t Lq, int64_t Lk, em_array **in) {
+    if (mask == 1) {
+        const int64_t ms[4] = {1, H, Lq, Lk};
+        in[3] = random_array(dt, ms, 4, false, 0);
+    } else if (mask == 2) {
+        in[3] = random_keep_mask(Lq, Lk, dead_row);
+    }
+    if (sinks) {
+        const int64_t hs[1] = {H};
+        in[4] = random_array(dt, hs, 1, false, 0);
+    }
+}
+
+void copy_to_gpu(em_array *const *cpu, em_array **gpu, int from, int n) {
+    for (int i = from; i < n; i++)
+        if (cpu[i])
+            die_on(em_to_device(cpu[i], GPU, &gpu[i]), "to_device");
+}
+
+void sdpa_cache_views(em_array **cpu_in, em_array **gpu_in, int64_t n,
+                      int64_t dk, int64_t dv) {
+    for (int i = 1; i <= 2; i++) {
+        const int64_t *sh = em_array_shape(cpu_in[i]);
+        int64_t start[4] = {0}, stop[4] = {sh[0], sh[1], n, i == 1 ? dk : dv},
+                step[4] = {1, 1, 1, 1};
+        em_array *a = NULL, *b = NULL;
+        die_on(em_slice(cpu_in[i], start, stop, step, &a), "slice");
+        die_on(em_slice(gpu_in[i], start, stop, step, &b), "slice");
+        em_array_release(cpu_in[i]);
+        em_array_release(gpu_in[i]);
+        cpu_in[i] = a;
+        gpu_in[i] = b;
+    }
+}

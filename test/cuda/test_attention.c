@@ -61,33 +61,11 @@ static void run_case(const sdpa_case *c, em_dtype dt) {
     cpu_in[0] = random_array(dt, qs, 4, false, 0);
     cpu_in[1] = random_array(dt, ks, 4, false, 0);
     cpu_in[2] = random_array(dt, vs, 4, false, 0);
-    if (c->mask == 1) {
-        const int64_t ms[4] = {1, c->H, c->Lq, c->Lk};
-        cpu_in[3] = random_array(dt, ms, 4, false, 0);
-    } else if (c->mask == 2) {
-        cpu_in[3] = random_keep_mask(c->Lq, c->Lk, c->dead_row);
-    }
-    if (c->sinks) {
-        const int64_t hs[1] = {c->H};
-        cpu_in[4] = random_array(dt, hs, 1, false, 0);
-    }
-    for (int i = 0; i < 5; i++)
-        if (cpu_in[i])
-            die_on(em_to_device(cpu_in[i], GPU, &gpu_in[i]), "to_device");
-    if (cap > c->Lk) { /* the first Lk positions of the cache, both sides */
-        for (int i = 1; i <= 2; i++) {
-            const int64_t *sh = em_array_shape(cpu_in[i]);
-            int64_t start[4] = {0}, stop[4] = {sh[0], sh[1], c->Lk, sh[3]},
-                    step[4] = {1, 1, 1, 1};
-            em_array *a = NULL, *b = NULL;
-            die_on(em_slice(cpu_in[i], start, stop, step, &a), "slice");
-            die_on(em_slice(gpu_in[i], start, stop, step, &b), "slice");
-            em_array_release(cpu_in[i]);
-            em_array_release(gpu_in[i]);
-            cpu_in[i] = a;
-            gpu_in[i] = b;
-        }
-    }
+    sdpa_random_extras(dt, c->mask, c->dead_row, c->sinks, c->H, c->Lq, c->Lk,
+                       cpu_in);
+    copy_to_gpu(cpu_in, gpu_in, 0, 5);
+    if (cap > c->Lk) /* the first Lk positions of the cache, both sides */
+        sdpa_cache_views(cpu_in, gpu_in, c->Lk, c->D, c->Dv);
     em_array *cpu = NULL, *gpu = NULL;
     sdpa_pair(cpu_in, gpu_in, c, &cpu, &gpu);
     char what[96];

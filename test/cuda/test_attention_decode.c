@@ -42,22 +42,10 @@ static const decode_case cases[] = {
     {"lq3_bool_dead", 1, 4, 2, 3, 2501, 64, false, 2, true, 0, 0, true},
     {"d256", 1, 4, 1, 2, 999, 256, false, 0, false, 0, 0, false},
     {"cache_slice", 2, 16, 8, 1, 1500, 128, false, 0, false, 2048, 0, false},
-    {"short_cache_one_key", 1, 16, 8, 1, 1, 128, false, 0, false, 0, 0,
-     false},
+    {"short_cache_one_key", 1, 16, 8, 1, 1, 128, false, 0, false, 0, 0, false},
     {"unaligned_rows_general", 1, 16, 8, 1, 700, 128, false, 0, false, 0, 130,
      false},
 };
-
-/* The first `n` positions (axis 2) and first `d` features (axis 3) of a
- * (B, Hkv, cap, width) array: the decode kernel reads through the view. */
-static em_array *view_of(em_array *a, int64_t n, int64_t d) {
-    const int64_t *sh = em_array_shape(a);
-    int64_t start[4] = {0}, stop[4] = {sh[0], sh[1], n, d},
-            step[4] = {1, 1, 1, 1};
-    em_array *v = NULL;
-    die_on(em_slice(a, start, stop, step, &v), "slice");
-    return v;
-}
 
 static void run_case(const decode_case *c, em_dtype dt) {
     const int64_t cap = c->cap > c->Lk ? c->cap : c->Lk;
@@ -68,34 +56,17 @@ static void run_case(const decode_case *c, em_dtype dt) {
     cpu_in[0] = random_array(dt, qs, 4, false, 0);
     cpu_in[1] = random_array(dt, ks, 4, false, 0);
     cpu_in[2] = random_array(dt, ks, 4, false, 0);
-    if (c->mask == 1) {
-        const int64_t ms[4] = {1, c->H, c->Lq, c->Lk};
-        cpu_in[3] = random_array(dt, ms, 4, false, 0);
-    } else if (c->mask == 2) {
-        cpu_in[3] = random_keep_mask(c->Lq, c->Lk, c->dead_row);
-    }
-    if (c->sinks) {
-        const int64_t hs[1] = {c->H};
-        cpu_in[4] = random_array(dt, hs, 1, false, 0);
-    }
-    for (int i = 0; i < 5; i++)
-        if (cpu_in[i])
-            die_on(em_to_device(cpu_in[i], GPU, &gpu_in[i]), "to_device");
+    sdpa_random_extras(dt, c->mask, c->dead_row, c->sinks, c->H, c->Lq, c->Lk,
+                       cpu_in);
+    copy_to_gpu(cpu_in, gpu_in, 0, 5);
+    /* the decode kernel reads K / V through views of a longer, wider cache */
     if (cap > c->Lk || width > c->D)
-        for (int i = 1; i <= 2; i++) {
-            em_array *a = view_of(cpu_in[i], c->Lk, c->D),
-                     *b = view_of(gpu_in[i], c->Lk, c->D);
-            em_array_release(cpu_in[i]);
-            em_array_release(gpu_in[i]);
-            cpu_in[i] = a;
-            gpu_in[i] = b;
-        }
+        sdpa_cache_views(cpu_in, gpu_in, c->Lk, c->D, c->D);
     em_array *out[2] = {NULL, NULL};
     em_array *const *ins[2] = {cpu_in, gpu_in};
     for (int s = 0; s < 2; s++) {
         em_sdpa_options o = {0, c->causal, ins[s][3], ins[s][4]};
-        die_on(em_sdpa(ins[s][0], ins[s][1], ins[s][2], &o, &out[s]),
-               c->name);
+        die_on(em_sdpa(ins[s][0], ins[s][1], ins[s][2], &o, &out[s]), c->name);
     }
     char what[96];
     snprintf(what, sizeof what, "sdpa decode %s %s", c->name,

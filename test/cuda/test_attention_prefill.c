@@ -150,12 +150,9 @@ static void run_case(const prefill_case *c, em_dtype dt) {
     make_q(c, dt, &cpu_in[0], &gpu_in[0]);
     cpu_in[1] = random_array(dt, ks, 4, false, 0);
     cpu_in[2] = random_array(dt, vs, 4, false, 0);
-    if (c->mask == 1) {
-        const int64_t ms[4] = {1, c->H, c->Lq, c->Lk};
-        cpu_in[3] = random_array(dt, ms, 4, false, 0);
-    } else if (c->mask == 2) {
-        cpu_in[3] = random_keep_mask(c->Lq, c->Lk, c->dead_row);
-    } else if (c->mask == 3) { /* batch row b keeps its first Lk - 9b keys */
+    sdpa_random_extras(dt, c->mask, c->dead_row, c->sinks, c->H, c->Lq, c->Lk,
+                       cpu_in);
+    if (c->mask == 3) { /* batch row b keeps its first Lk - 9b keys */
         const int64_t ms[4] = {c->B, 1, 1, c->Lk};
         const int64_t n = c->B * c->Lk;
         uint8_t *keep = malloc((size_t)n);
@@ -167,25 +164,9 @@ static void run_case(const prefill_case *c, em_dtype dt) {
                "mask");
         free(keep);
     }
-    if (c->sinks) {
-        const int64_t hs[1] = {c->H};
-        cpu_in[4] = random_array(dt, hs, 1, false, 0);
-    }
-    for (int i = 1; i < 5; i++)
-        if (cpu_in[i])
-            die_on(em_to_device(cpu_in[i], GPU, &gpu_in[i]), "to_device");
-    if (cap > c->Lk) { /* the first Lk positions of the cache, both sides */
-        for (int i = 1; i <= 2; i++) {
-            const int64_t *sh = em_array_shape(cpu_in[i]);
-            int64_t start[4] = {0}, stop[4] = {sh[0], sh[1], c->Lk, sh[3]},
-                    step[4] = {1, 1, 1, 1};
-            em_array *a = NULL, *b = NULL;
-            die_on(em_slice(cpu_in[i], start, stop, step, &a), "slice");
-            die_on(em_slice(gpu_in[i], start, stop, step, &b), "slice");
-            replace(&cpu_in[i], a);
-            replace(&gpu_in[i], b);
-        }
-    }
+    copy_to_gpu(cpu_in, gpu_in, 1, 5); /* q: make_q */
+    if (cap > c->Lk) /* the first Lk positions of the cache, both sides */
+        sdpa_cache_views(cpu_in, gpu_in, c->Lk, c->D, c->Dv);
     em_array *cpu = NULL, *gpu = NULL;
     em_array *const *ins[2] = {cpu_in, gpu_in};
     em_array **outs[2] = {&cpu, &gpu};
