@@ -114,7 +114,8 @@ em_status em__gpu_sdpa_eval(em_array *node) {
         return rc ? em__gpu_fail(api, rc, "sdpa") : EM_OK;
     }
     job.nsplit = 1;
-    if (job.Lq <= EM_CUDA_SDPA_DECODE_MAX_LQ && job.Lk >= 2 * SDPA_GPU_MIN_CHUNK) {
+    if (job.Lq <= EM_CUDA_SDPA_DECODE_MAX_LQ &&
+        job.Lk >= 2 * SDPA_GPU_MIN_CHUNK) {
         const int64_t blocks = job.B * job.H; /* one query block each */
         int64_t want = (SDPA_GPU_BLOCKS + blocks - 1) / blocks;
         int64_t most = job.Lk / SDPA_GPU_MIN_CHUNK;
