@@ -39,7 +39,9 @@
  * STEPS after STEP_WARMUP steps. Prints, per (mode, B, L),
  *   RESULT decode_<mode>_b<B>_l<L> <ms/step> <tokens/s> tok/s
  * and the program's graph state. Arguments: optional B and L lists, e.g.
- * `build/qwen3_decode_bench 1 512` runs B = 1, L = 512 only.
+ * `build/qwen3_decode_bench 1 512` runs B = 1, L = 512 only; a third
+ * argument, a comma-separated list of modes, runs only those (e.g.
+ * `build/qwen3_decode_bench 1 512 fast,fast+graph`).
  */
 #include "cuda_bench_common.h"
 #include "emily_attention.h"
@@ -365,6 +367,22 @@ static int parse_list(const char *s, const int64_t *dflt, int ndflt,
     return n;
 }
 
+/* Whether mode is an element of the comma-separated list (every mode when
+ * the list is NULL). */
+static bool mode_listed(const char *list, const char *mode) {
+    if (!list)
+        return true;
+    const size_t n = strlen(mode);
+    for (const char *s = list; *s;) {
+        const char *end = strchr(s, ',');
+        const size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (len == n && strncmp(s, mode, n) == 0)
+            return true;
+        s += len + (end ? 1 : 0);
+    }
+    return false;
+}
+
 int main(int argc, char **argv) {
     const char *reason = NULL;
     if (!em_device_available(GPU, &reason)) {
@@ -397,12 +415,19 @@ int main(int argc, char **argv) {
     final_norm = weight(D, 0);
     lm_head = weight(D, VOCAB);
     t_lm_head = weight(VOCAB, D);
+    static const struct {
+        const char *name;
+        bool fast, graph;
+    } modes[] = {{"fuse", false, false},
+                 {"fuse+graph", false, true},
+                 {"fast", true, false},
+                 {"fast+graph", true, true}};
+    const char *only = argc > 3 ? argv[3] : NULL;
     for (int b = 0; b < nB; b++)
-        for (int l = 0; l < nL; l++) {
-            run_mode("fuse", false, false, Bs[b], Ls[l]);
-            run_mode("fuse+graph", false, true, Bs[b], Ls[l]);
-            run_mode("fast", true, false, Bs[b], Ls[l]);
-            run_mode("fast+graph", true, true, Bs[b], Ls[l]);
-        }
+        for (int l = 0; l < nL; l++)
+            for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+                if (mode_listed(only, modes[m].name))
+                    run_mode(modes[m].name, modes[m].fast, modes[m].graph,
+                             Bs[b], Ls[l]);
     return 0;
 }
