@@ -118,7 +118,17 @@ em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
  * then marked not capturable, with the reason in its stats, and runs the
  * ordinary way from then on. Results are those of the ordinary replay
  * (same kernels, same order). The graph and its device memory are freed
- * with the program. Without a GPU the option changes nothing. */
+ * with the program. Without a GPU the option changes nothing.
+ *
+ * State: an output that the capture recorded in an input's buffer (an
+ * in-place update, such as a KV cache given to em_dynamic_put_slice and
+ * released by the caller) aliases that input. Runs built after the
+ * capture return it without a copy, in a buffer the graph keeps; given
+ * back as that input with no other reference to it, the next run updates
+ * it in place (nothing copied in or out: a decode loop's caches). While
+ * such an output is still held elsewhere, a run cannot overwrite it and
+ * takes the ordinary way instead (same results, slower). Stats count the
+ * aliased inputs and the in-place launches. */
 enum em_cuda_graph_state {
     EM_CUDA_GRAPH_OFF = 0,      /* not asked for */
     EM_CUDA_GRAPH_PENDING = 1,  /* capturable; captured at the first run */
@@ -137,6 +147,10 @@ typedef struct em_program_stats {
     int64_t cuda_graph_nodes;   /* nodes of the captured graph */
     int64_t cuda_graph_replays; /* graph launches so far */
     size_t cuda_graph_bytes;    /* device memory the graph owns */
+    size_t cuda_graph_state_inputs; /* inputs some output aliases */
+    size_t cuda_graph_bound_inputs; /* inputs read in place, never copied */
+    int64_t cuda_graph_in_place;    /* launches that updated state in place */
+    int cuda_graph_captures;        /* captures so far (1 + recaptures) */
     char cuda_graph_reason[192]; /* why FALLBACK (empty otherwise) */
 } em_program_stats;
 

@@ -29,9 +29,14 @@ defmodule Emily.Compiler do
       GPU program needs), else `:cpu`.
     * `:cuda_graph` (default `false`) - on a GPU, replay the program as one
       CUDA graph: the first call runs it the ordinary way and records its
-      kernels once into a graph on buffers the program owns; later calls
-      copy the arguments in, launch the graph once and copy the results
-      out (a step bound by kernel launches gets much faster). A `while`
+      kernels once into a graph; later calls launch the graph once (a step
+      bound by kernel launches gets much faster). Arguments the caller
+      keeps passing unchanged (parameters) are read in place; others are
+      copied into the graph's buffers (a call that changes an argument read
+      in place records the graph once more, without binding it). Inside a
+      `while` loop, state that an iteration updates in place (a KV cache
+      given to `Nx.put_slice`) stays in the graph's buffers and is not
+      copied per iteration. A `while`
       loop's condition and body are programs of their own, each replayed
       as a CUDA graph per iteration (the loop itself reads its condition
       on the host, so it cannot be one graph). A program that cannot be

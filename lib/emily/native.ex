@@ -583,8 +583,11 @@ defmodule Emily.Native do
   @doc """
   Counters of a program: `%{nodes_before, nodes_after, cse_merged, constants, ...}`,
   and its CUDA graph: `cuda_graph` (`:off | :pending | :captured | :fallback`),
-  `cuda_graph_nodes`, `cuda_graph_replays`, `cuda_graph_bytes` and
-  `cuda_graph_reason` (why `:fallback`, else `""`).
+  `cuda_graph_nodes`, `cuda_graph_replays`, `cuda_graph_bytes`,
+  `cuda_graph_reason` (why `:fallback`, else `""`), `cuda_graph_state_inputs`
+  (inputs an output aliases: state updated in place), `cuda_graph_in_place`
+  (launches that did so), `cuda_graph_bound_inputs` (inputs read in place,
+  never copied) and `cuda_graph_captures`.
   """
   def program_stats(_program), do: nif_error()
 

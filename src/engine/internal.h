@@ -83,6 +83,12 @@ em_status em__gpu_pool_new(em_device device, em__gpu_pool **out);
 void em__gpu_pool_bind(em__gpu_pool *pool); /* NULL unbinds */
 size_t em__gpu_pool_bytes(const em__gpu_pool *pool);
 void em__gpu_pool_free(em__gpu_pool *pool, void *stream);
+/* Take block `data` out of the pool: *out, an ordinary GPU buffer of
+ * nbytes last used on `stream`, owns it from now on (the graph's state
+ * buffers, program_graph.c). EM_ERR_ARGUMENT when data is not a block of
+ * the pool. */
+em_status em__gpu_pool_adopt(em__gpu_pool *pool, void *data, size_t nbytes,
+                             void *stream, em_buffer **out);
 
 /* ------------------------------------------------------------------------ */
 /* Primitives and nodes                                                      */
@@ -112,6 +118,10 @@ typedef struct em_prim {
      * (building it on a GPU fails). Views that only share their input's
      * buffer use their `eval` here too. */
     em_status (*gpu_eval)(em_array *node);
+    /* NULL for plain parameter bytes; else called when the node is freed,
+     * before its params are: for parameters holding references (a CUDA
+     * graph run's handed-out buffers). */
+    void (*release_params)(em_array *node);
 } em_prim;
 
 enum em_node_state {

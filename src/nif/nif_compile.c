@@ -186,7 +186,7 @@ NIF_DECL(program_stats) {
     unsigned char *reason_bytes = enif_make_new_binary(env, reason_len, &reason);
     if (reason_len)
         memcpy(reason_bytes, s.cuda_graph_reason, reason_len);
-    ERL_NIF_TERM keys[13] = {
+    ERL_NIF_TERM keys[17] = {
         enif_make_atom(env, "nodes_before"),
         enif_make_atom(env, "nodes_after"),
         enif_make_atom(env, "cse_merged"),
@@ -200,8 +200,12 @@ NIF_DECL(program_stats) {
         enif_make_atom(env, "cuda_graph_replays"),
         enif_make_atom(env, "cuda_graph_bytes"),
         enif_make_atom(env, "cuda_graph_reason"),
+        enif_make_atom(env, "cuda_graph_state_inputs"),
+        enif_make_atom(env, "cuda_graph_in_place"),
+        enif_make_atom(env, "cuda_graph_bound_inputs"),
+        enif_make_atom(env, "cuda_graph_captures"),
     };
-    ERL_NIF_TERM values[13] = {
+    ERL_NIF_TERM values[17] = {
         enif_make_uint64(env, s.nodes_before),
         enif_make_uint64(env, s.nodes_after),
         enif_make_uint64(env, s.cse_merged),
@@ -215,9 +219,13 @@ NIF_DECL(program_stats) {
         enif_make_int64(env, s.cuda_graph_replays),
         enif_make_uint64(env, s.cuda_graph_bytes),
         reason,
+        enif_make_uint64(env, s.cuda_graph_state_inputs),
+        enif_make_int64(env, s.cuda_graph_in_place),
+        enif_make_uint64(env, s.cuda_graph_bound_inputs),
+        enif_make_int(env, s.cuda_graph_captures),
     };
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, values, 13, &map);
+    enif_make_map_from_arrays(env, keys, values, 17, &map);
     return map;
 }
 

@@ -118,6 +118,7 @@ void test_fast(void);        /* test_fast.c: Emily.Fast norms, softmax, RoPE */
 void test_quant(void);       /* test_quant.c: affine quantization */
 void test_ggml(void);        /* test_ggml.c: ggml block formats */
 void test_cuda_graph(void);  /* test_cuda_graph.c: programs as CUDA graphs */
+void test_cuda_graph_state(void); /* test_cuda_graph_state.c: state, binding */
 void test_attention(void);   /* test_attention.c: em_sdpa */
 void test_distributed(void); /* test_distributed.c: collectives, NCCL */
 /* test_attention_prefill.c: tensor-core prefill attention */

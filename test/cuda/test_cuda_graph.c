@@ -3,9 +3,9 @@
  * against the same programs replayed the ordinary way on the GPU (the bytes
  * must be identical: same kernels, same order) and on the CPU (within the
  * usual GPU-vs-CPU tolerance). Each case runs several times on fresh random
- * inputs (new addresses every run), keeps the outputs of each run while
- * the next one runs, and checks the program's graph state and replay
- * count. A program with a while loop must fall back; 100 replays must not
+ * inputs (new addresses every run: the second run recaptures without
+ * binding them), keeps the outputs of each run while the next one runs,
+ * and checks the program's graph state and replay count. A program with a while loop must fall back; 100 replays must not
  * grow the device memory.
  */
 #include "cuda_test.h"
@@ -299,9 +299,15 @@ static void run_case(const graph_case *c) {
             printf("  %s: not captured: %s\n", c->name, st.cuda_graph_reason);
         snprintf(what, sizeof what, "%s: captured", c->name);
         record("cuda_graph", what, st.cuda_graph == EM_CUDA_GRAPH_CAPTURED, 0);
-        snprintf(what, sizeof what, "%s: %d replays through the graph",
-                 c->name, RUNS - 1);
-        record("cuda_graph", what, st.cuda_graph_replays == RUNS - 1, 0);
+        /* Run 0 binds its inputs (read in place); run 1 gives new ones:
+         * an ordinary replay and a recapture that copies them in. */
+        snprintf(what, sizeof what, "%s: %d replays through the graph, "
+                 "2 captures", c->name, RUNS - 2);
+        record("cuda_graph", what,
+               st.cuda_graph_replays == RUNS - 2 &&
+                   st.cuda_graph_captures == 2 &&
+                   st.cuda_graph_bound_inputs == 0,
+               0);
         record("cuda_graph", "the graph owns device memory",
                st.cuda_graph_bytes > 0 && st.cuda_graph_nodes > 0, 0);
         printf("  %s: %lld graph nodes, %zu bytes\n", c->name,
@@ -477,4 +483,5 @@ void test_cuda_graph(void) {
     while_falls_back();
     capture_failure_falls_back();
     replays_do_not_grow();
+    test_cuda_graph_state();
 }

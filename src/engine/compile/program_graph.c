@@ -3,20 +3,34 @@
  *
  * em_program_run on a program built with cuda_graph (and capturable, see
  * graph_check) builds one "cuda_graph" node over [holder, inputs...] whose
- * buffer packs every output (each part 16-byte aligned), and one view per
+ * buffer packs the outputs (each part 16-byte aligned), and one view per
  * output into it, as the while loop does. The node's evaluation:
  *
  *   PENDING   runs the program the ordinary way (nested evaluation) and
  *             packs its outputs: the warm-up. Then captures: the program
- *             is replayed once more on stable input arrays the graph owns,
- *             between graph_begin and graph_end, with a pool bound to the
- *             thread (alloc.c) so that every block the recorded kernels
- *             touch stays the graph's. The outputs' addresses and layouts
- *             are kept. Any failure -> FALLBACK with the reason.
- *   CAPTURED  copies the arguments into the stable inputs, launches the
+ *             is replayed once more on input arrays made for it, between
+ *             graph_begin and graph_end, with a pool bound to the thread
+ *             (alloc.c) so that every block the recorded kernels touch
+ *             (the inputs' among them) stays the graph's. The outputs'
+ *             addresses and layouts are kept. Any failure -> FALLBACK with
+ *             the reason.
+ *   CAPTURED  copies the arguments into the inputs' blocks, launches the
  *             graph, copies the outputs into the node's fresh buffer.
  *   FALLBACK  em_program_run never builds the node again; a node built
  *             before the fallback runs the ordinary way.
+ *
+ * State kept on the GPU. The graph holds no reference to its input arrays
+ * during the capture, so an input consumed by an in-place op (a KV cache
+ * given to dynamic_put_slice) donates its block as usual, and an output
+ * can be recorded in an input's block. Such an output "aliases" that
+ * input: its block leaves the pool for an ordinary buffer (the state
+ * buffer) that the graph holds, and a run built after the capture hands
+ * it out as that output, uncopied. The next run given it back as the
+ * aliased input, held by nothing else, neither copies it in nor out: the
+ * graph updates it in place (a decode step's caches: no copy per token).
+ * A state buffer still held elsewhere (an old cache kept by the caller)
+ * must not be overwritten: that run takes the ordinary way, into fresh
+ * buffers. Results are the same on every path.
  *
  * All of a graph's GPU work (warm-up, capture, launches, copies) goes to a
  * CUDA stream of its own (a private engine stream id), under the graph's
@@ -56,16 +70,55 @@ struct em__program_graph {
     size_t nin, nout;
     size_t *part_offset; /* byte offset of each output in the packed buffer */
     size_t packed_bytes;
-    em_array **stable;   /* nin evaluated, row-major arrays the graph reads */
+    /* Per input, one of: bound[j], the caller's array the recorded
+     * kernels read in place (held); state_buf[j], the state buffer over
+     * the block of an input some output aliases (nstate of them); else
+     * in_addr[j], the graph's block the argument is copied into. */
+    em_array **bound;
+    em_buffer **state_buf;
+    void **in_addr;
+    size_t nstate;
+    /* Inputs given another array than the bound one: copied from then on
+     * (the graph is recaptured once without binding them). */
+    bool *no_bind;
+    int captures;
+    /* Whether runs hand state buffers out as outputs; false for good once
+     * a run found one still held elsewhere (then they are copied out). */
+    bool hand_out;
+    /* Per output: the input it aliases, or -1; and the packed layout of a
+     * run that hands the state out (aliased outputs take no room). */
+    int64_t *alias_of;
+    size_t *apart_offset;
+    size_t apacked_bytes;
     /* Per tape node: the upload of a CPU constant (a number that followed
      * its GPU operands), made once before the capture; else NULL. */
     em_array **uploads;
     size_t ntape;
-    graph_output *outs;  /* nout */
-    em__gpu_pool *pool;  /* every block the recorded work uses */
-    void *exec;          /* the instantiated graph */
-    int64_t nodes, replays;
+    graph_output *outs; /* nout */
+    em__gpu_pool *pool; /* every block the recorded work uses */
+    void *exec;         /* the instantiated graph */
+    int64_t nodes, replays, in_place;
 };
+
+/* How often a graph is captured (the first time, then after arguments
+ * changed under bound inputs) before binding is given up. */
+#define MAX_CAPTURES 4
+
+/* The parameters of a run node: per output, its part's byte offset in the
+ * node's packed buffer, or (own) a buffer of its own, set by the
+ * evaluation and taken over by the part when evaluated (what no part took
+ * is released with the node). The layout is the graph's when the run was
+ * built: a recapture may change the graph's. */
+typedef struct run_part {
+    size_t offset;
+    bool own;
+    em_buffer *buf;
+} run_part;
+
+typedef struct run_params {
+    size_t nout;
+    run_part parts[];
+} run_params;
 
 static void set_reason(em__program_graph *g, const char *fmt, const char *a) {
     snprintf(g->reason, sizeof g->reason, fmt, a);
@@ -120,8 +173,7 @@ static bool graph_check(em_program *p, em__program_graph *g) {
             return false;
         }
         if (n->device != g->device) {
-            set_reason(g, "a node (%s) runs on another device",
-                       n->prim->name);
+            set_reason(g, "a node (%s) runs on another device", n->prim->name);
             return false;
         }
         for (int j = 0; j < n->ninputs; j++) {
@@ -151,12 +203,20 @@ em_status em__program_graph_new(em_program *p, em__program_graph **out) {
     const em__tape *t = em__program_tape(p);
     g->nin = t->ninputs;
     g->nout = t->noutputs;
-    g->part_offset = calloc(g->nout ? g->nout : 1, sizeof *g->part_offset);
-    g->stable = calloc(g->nin ? g->nin : 1, sizeof *g->stable);
-    g->outs = calloc(g->nout ? g->nout : 1, sizeof *g->outs);
+    size_t nin = g->nin ? g->nin : 1, nout = g->nout ? g->nout : 1;
+    g->part_offset = calloc(nout, sizeof *g->part_offset);
+    g->apart_offset = calloc(nout, sizeof *g->apart_offset);
+    g->alias_of = calloc(nout, sizeof *g->alias_of);
+    g->outs = calloc(nout, sizeof *g->outs);
+    g->bound = calloc(nin, sizeof *g->bound);
+    g->state_buf = calloc(nin, sizeof *g->state_buf);
+    g->in_addr = calloc(nin, sizeof *g->in_addr);
+    g->no_bind = calloc(nin, sizeof *g->no_bind);
     g->ntape = t->len;
     g->uploads = calloc(t->len ? t->len : 1, sizeof *g->uploads);
-    if (!g->part_offset || !g->stable || !g->outs || !g->uploads) {
+    if (!g->part_offset || !g->apart_offset || !g->alias_of || !g->outs ||
+        !g->bound || !g->state_buf || !g->in_addr || !g->no_bind ||
+        !g->uploads) {
         em__program_graph_free(g);
         return em__fail(EM_ERR_OOM, "cuda graph: out of memory");
     }
@@ -164,15 +224,19 @@ em_status em__program_graph_new(em_program *p, em__program_graph **out) {
         g->part_offset[i] = g->packed_bytes;
         size_t bytes = em_array_nbytes(t->outputs[i]);
         g->packed_bytes += (bytes + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN;
+        g->alias_of[i] = -1;
     }
-    g->stream_id = ((uint64_t)1 << 62) + atomic_fetch_add(&last_graph_stream, 1);
+    g->stream_id =
+        ((uint64_t)1 << 62) + atomic_fetch_add(&last_graph_stream, 1);
     atomic_init(&g->state, graph_check(p, g) ? EM_CUDA_GRAPH_PENDING
                                              : EM_CUDA_GRAPH_FALLBACK);
     *out = g;
     return EM_OK;
 }
 
-/* Drop the captured graph and what it owns (the state is left alone). */
+/* Drop the captured graph and what it owns (the state is left alone). A
+ * state buffer still held by an output outlives the graph: it is an
+ * ordinary buffer. */
 static void graph_drop(em__program_graph *g) {
     const em_cuda_api *api = NULL;
     int ord = 0;
@@ -181,13 +245,21 @@ static void graph_drop(em__program_graph *g) {
     if (g->exec && em__gpu_backend(g->device, &api, &ord) == EM_OK)
         api->graph_destroy(ord, g->exec, g->stream);
     g->exec = NULL;
+    g->nodes = 0;
     /* After the launches: blocks handed out again wait for g->stream. */
     em__gpu_pool_free(g->pool, g->stream);
     g->pool = NULL;
     for (size_t i = 0; i < g->nin; i++) {
-        em_array_release(g->stable[i]);
-        g->stable[i] = NULL;
+        em_array_release(g->bound[i]);
+        em__buffer_release(g->state_buf[i]);
+        g->bound[i] = NULL;
+        g->state_buf[i] = NULL;
+        g->in_addr[i] = NULL;
     }
+    g->nstate = 0;
+    for (size_t i = 0; i < g->nout; i++)
+        g->alias_of[i] = -1;
+    g->apacked_bytes = 0;
     for (size_t i = 0; g->uploads && i < g->ntape; i++) {
         em_array_release(g->uploads[i]);
         g->uploads[i] = NULL;
@@ -197,13 +269,18 @@ static void graph_drop(em__program_graph *g) {
 void em__program_graph_free(em__program_graph *g) {
     if (!g)
         return;
-    if (g->stable && g->uploads)
+    if (g->bound && g->state_buf && g->in_addr && g->alias_of && g->uploads)
         graph_drop(g);
     if (g->stream)
         em__gpu_stream_retire(g->stream_id);
     pthread_mutex_destroy(&g->lock);
     free(g->part_offset);
-    free(g->stable);
+    free(g->apart_offset);
+    free(g->alias_of);
+    free(g->bound);
+    free(g->state_buf);
+    free(g->in_addr);
+    free(g->no_bind);
     free(g->outs);
     free(g->uploads);
     free(g);
@@ -224,6 +301,15 @@ void em__program_graph_stats(em__program_graph *g, em_program_stats *out) {
     out->cuda_graph_nodes = g->nodes;
     out->cuda_graph_replays = g->replays;
     out->cuda_graph_bytes = em__gpu_pool_bytes(g->pool);
+    out->cuda_graph_bound_inputs = 0;
+    for (size_t i = 0; i < g->nin; i++) {
+        if (g->state_buf[i])
+            out->cuda_graph_bytes += g->state_buf[i]->capacity;
+        out->cuda_graph_bound_inputs += g->bound[i] != NULL;
+    }
+    out->cuda_graph_state_inputs = g->nstate;
+    out->cuda_graph_in_place = g->in_place;
+    out->cuda_graph_captures = g->captures;
     snprintf(out->cuda_graph_reason, sizeof out->cuda_graph_reason, "%s",
              g->reason);
     pthread_mutex_unlock(&g->lock);
@@ -248,15 +334,41 @@ static em_status switch_stream(em_device device, uint64_t to) {
     return rc ? em__gpu_fail(api, rc, "cuda_graph") : EM_OK;
 }
 
-/* Copy array a (any layout) to row-major bytes at dst, on this stream. */
-static em_status copy_out(em_device device, void *dst, const em_array *a) {
-    if (a->size == 0)
+/* Copy row-major bytes of `elem_size`-byte elements laid out as
+ * (shape, strides) at src to dst, on this stream. */
+static em_status copy_to(em_device device, void *dst, const void *src,
+                         const int64_t *shape, const int64_t *strides, int ndim,
+                         size_t elem_size, int64_t size) {
+    if (size == 0)
         return EM_OK;
-    return em__gpu_copy_strided(device, dst, NULL, em__data(a), a->strides,
-                                a->shape, a->ndim, em_dtype_size(a->dtype));
+    return em__gpu_copy_strided(device, dst, NULL, src, strides, shape, ndim,
+                                elem_size);
 }
 
-/* The ordinary replay on args, evaluated, packed into node's buffer. */
+/* Copy array a (any layout) to row-major bytes at dst, on this stream. */
+static em_status copy_out(em_device device, void *dst, const em_array *a) {
+    return copy_to(device, dst, em__data(a), a->shape, a->strides, a->ndim,
+                   em_dtype_size(a->dtype), a->size);
+}
+
+/* Where output i of run node `node` goes: its place in the packed buffer,
+ * or a fresh buffer of its own (nbytes) when the run hands outputs out
+ * and the graph cannot (no state buffer for it now). */
+static em_status part_target(const em__program_graph *g, em_array *node,
+                             size_t i, size_t nbytes, char **dst) {
+    run_part *part = &((run_params *)node->params)->parts[i];
+    *dst = NULL;
+    if (!part->own) {
+        *dst = (char *)node->buffer->data + part->offset;
+        return EM_OK;
+    }
+    em_status st = em__buffer_new_on(g->device, nbytes, &part->buf);
+    if (st == EM_OK)
+        *dst = part->buf->data;
+    return st;
+}
+
+/* The ordinary replay on args, evaluated, into node's parts. */
 static em_status run_plain_into(em_program *p, em__program_graph *g,
                                 em_array *node, em_array *const *args) {
     em_array **outs = calloc(g->nout, sizeof *outs);
@@ -265,35 +377,63 @@ static em_status run_plain_into(em_program *p, em__program_graph *g,
     em_status st = em__program_run_plain(p, args, g->nin, NULL, outs);
     if (st == EM_OK)
         st = em__eval_arrays(outs, g->nout);
-    for (size_t i = 0; st == EM_OK && i < g->nout; i++)
-        st = copy_out(g->device,
-                      (char *)node->buffer->data + g->part_offset[i], outs[i]);
+    for (size_t i = 0; st == EM_OK && i < g->nout; i++) {
+        char *dst;
+        st = part_target(g, node, i, em_array_nbytes(outs[i]), &dst);
+        if (st == EM_OK)
+            st = copy_out(g->device, dst, outs[i]);
+    }
     for (size_t i = 0; i < g->nout; i++)
         em_array_release(outs[i]);
     free(outs);
     return st;
 }
 
-/* A stable input: a fresh row-major GPU buffer, never donated. */
-static em_status stable_eval(em_array *node) {
-    em_status st = em__alloc_output(node, NULL, 0);
-    if (st == EM_OK)
-        atomic_store(&node->buffer->pinned, true);
-    return st;
+/* A capture input: a fresh row-major GPU buffer (from the bound pool). */
+static em_status input_eval(em_array *node) {
+    return em__alloc_output(node, NULL, 0);
 }
 
-static const em_prim stable_prim = {"cuda_graph_input", stable_eval, NULL,
-                                    stable_eval};
+static const em_prim input_prim = {"cuda_graph_input", input_eval, NULL,
+                                   input_eval};
 
-static em_status make_stable_inputs(em_program *p, em__program_graph *g) {
+/* Whether argument a can be read in place by the recorded kernels: an
+ * evaluated row-major array on the graph's device that somebody besides
+ * this run holds (the caller keeps it: parameters, a loop's captures; an
+ * argument given up is a candidate for an in-place update instead). */
+static bool bindable(const em__program_graph *g, size_t j, const em_array *a) {
+    return !g->no_bind[j] && g->captures < MAX_CAPTURES && a->buffer &&
+           a->device == g->device && a->row_contiguous && a->size > 0 &&
+           atomic_load(&((em_array *)a)->refcount) > 1;
+}
+
+/* Whether a (evaluated) is the same bytes as the bound array b. */
+static bool same_binding(const em_array *b, const em_array *a) {
+    return a == b || (a->buffer == b->buffer && a->offset == b->offset &&
+                      a->row_contiguous);
+}
+
+/* The capture's inputs: bound arguments, or fresh blocks (kept in
+ * g->in_addr). */
+static em_status make_inputs(em_program *p, em__program_graph *g,
+                             em_array *const *args, em_array **inputs) {
     const em__tape *t = em__program_tape(p);
     em_status st = EM_OK;
     for (size_t i = 0; i < g->nin && st == EM_OK; i++) {
+        if (bindable(g, i, args[i])) {
+            g->bound[i] = args[i];
+            em_array_retain(args[i]);
+            em_array_retain(args[i]);
+            inputs[i] = args[i];
+            continue;
+        }
         const em_array *in = t->inputs[i];
-        st = em__node_new_on(&stable_prim, g->device, in->dtype, in->shape,
-                             in->ndim, NULL, 0, &g->stable[i]);
+        st = em__node_new_on(&input_prim, g->device, in->dtype, in->shape,
+                             in->ndim, NULL, 0, &inputs[i]);
         if (st == EM_OK)
-            st = em__eval_arrays(&g->stable[i], 1);
+            st = em__eval_arrays(&inputs[i], 1);
+        if (st == EM_OK)
+            g->in_addr[i] = inputs[i]->buffer->data;
     }
     return st;
 }
@@ -311,97 +451,211 @@ static em_status upload_constants(em_program *p, em__program_graph *g) {
     return st;
 }
 
-/* Constants are read by the recorded kernels: order this stream after
- * their last use now (a capture cannot wait for another stream) and make
- * it their last stream. */
-static em_status adopt_constants(em_program *p, em__program_graph *g,
-                                 const em_cuda_api *api, int ord, void *cur) {
+/* Buffers the recorded kernels read: order this stream after their last
+ * use now (a capture cannot wait for another stream) and make it their
+ * last stream. */
+static em_status adopt_buffer(const em__program_graph *g,
+                              const em_cuda_api *api, int ord, em_buffer *b) {
+    if (!b || b->device != g->device || b->capacity == 0)
+        return EM_OK;
+    em_status st = em__gpu_wait_buffer(api, ord, b);
+    if (st == EM_OK)
+        atomic_store_explicit(&b->stream, g->stream, memory_order_release);
+    return st;
+}
+
+static em_status adopt_inputs(em_program *p, em__program_graph *g,
+                              const em_cuda_api *api, int ord) {
+    em_status st = EM_OK;
     size_t n = em__program_num_constants(p);
-    for (size_t i = 0; i < n; i++) {
-        em_buffer *b = em__program_constant(p, i)->buffer;
-        if (!b || b->device != g->device || b->capacity == 0)
+    for (size_t i = 0; i < n && st == EM_OK; i++)
+        st = adopt_buffer(g, api, ord, em__program_constant(p, i)->buffer);
+    for (size_t i = 0; i < g->nin && st == EM_OK; i++)
+        if (g->bound[i])
+            st = adopt_buffer(g, api, ord, g->bound[i]->buffer);
+    return st;
+}
+
+/* Keep where output i was recorded; it aliases input j when it fills the
+ * block j was copied into (a row-major output of the same byte size at
+ * its start), unless another output took that block first. */
+static void record_output(em__program_graph *g, const em__tape *t, size_t i,
+                          const em_array *o) {
+    graph_output *d = &g->outs[i];
+    d->data = em__data(o);
+    d->ndim = o->ndim;
+    memcpy(d->shape, o->shape, sizeof(int64_t) * (size_t)o->ndim);
+    memcpy(d->strides, o->strides, sizeof(int64_t) * (size_t)o->ndim);
+    d->elem_size = em_dtype_size(o->dtype);
+    d->size = o->size;
+    if (!o->row_contiguous || o->size == 0)
+        return;
+    for (size_t j = 0; j < g->nin; j++)
+        if (g->in_addr[j] == d->data &&
+            em_array_nbytes(t->inputs[j]) == em_array_nbytes(o)) {
+            for (size_t k = 0; k < i; k++)
+                if (g->alias_of[k] == (int64_t)j)
+                    return;
+            g->alias_of[i] = (int64_t)j;
+            return;
+        }
+}
+
+/* After a capture: the blocks of aliased inputs become state buffers, and
+ * the other outputs get their packed layout. */
+static em_status adopt_state(em__program_graph *g, const em__tape *t) {
+    for (size_t i = 0; i < g->nout; i++) {
+        int64_t j = g->alias_of[i];
+        if (j < 0) {
+            g->apart_offset[i] = g->apacked_bytes;
+            size_t bytes = em_array_nbytes(t->outputs[i]);
+            g->apacked_bytes +=
+                (bytes + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN;
             continue;
-        em_status st = em__gpu_wait_buffer(api, ord, b);
+        }
+        em_status st = em__gpu_pool_adopt(g->pool, g->in_addr[j],
+                                          em_array_nbytes(t->inputs[j]),
+                                          g->stream, &g->state_buf[j]);
         if (st != EM_OK)
             return st;
-        atomic_store_explicit(&b->stream, cur, memory_order_release);
+        g->nstate++;
     }
     return EM_OK;
 }
 
-/* Record the program into a graph (after a successful warm-up, on the
- * graph's stream). Never fails the run: a failure is the fallback. */
-static void capture(em_program *p, em__program_graph *g) {
+/* Record the program into a graph on args (after a successful warm-up on
+ * them, on the graph's stream). Never fails the run: a failure is the
+ * fallback. */
+static void capture(em_program *p, em__program_graph *g,
+                    em_array *const *args) {
+    const em__tape *t = em__program_tape(p);
     const em_cuda_api *api;
     int ord;
     em_status st = em__gpu_backend(g->device, &api, &ord);
     char why[160] = "";
-    if (st == EM_OK)
-        st = make_stable_inputs(p, g);
+    em_array **inputs = calloc(g->nin ? g->nin : 1, sizeof *inputs);
+    em_array **outs = calloc(g->nout, sizeof *outs);
+    g->captures++;
+    if (st == EM_OK && (!inputs || !outs))
+        st = em__fail(EM_ERR_OOM, "cuda_graph: out of memory");
     if (st == EM_OK)
         st = upload_constants(p, g);
     if (st == EM_OK)
-        st = adopt_constants(p, g, api, ord, g->stream);
-    if (st == EM_OK)
         st = em__gpu_pool_new(g->device, &g->pool);
+    if (st == EM_OK) {
+        em__gpu_pool_bind(g->pool);
+        st = make_inputs(p, g, args, inputs);
+    }
+    if (st == EM_OK)
+        st = adopt_inputs(p, g, api, ord);
     if (st != EM_OK) {
-        snprintf(why, sizeof why, "preparing the capture: %s",
-                 em_last_error());
+        snprintf(why, sizeof why, "preparing the capture: %s", em_last_error());
         goto failed;
     }
-    em__gpu_pool_bind(g->pool);
     int rc = api->graph_begin(ord);
     if (rc) {
-        em__gpu_pool_bind(NULL);
         snprintf(why, sizeof why, "%s", api->last_error());
         goto failed;
     }
-    em_array **outs = calloc(g->nout, sizeof *outs);
-    st = outs ? em__program_run_plain(p, g->stable, g->nin, g->uploads, outs)
-              : em__fail(EM_ERR_OOM, "cuda_graph: out of memory");
+    st = em__program_run_plain(p, inputs, g->nin, g->uploads, outs);
+    /* From here the replay's nodes alone hold the fresh inputs: one
+     * consumed by an in-place op gives it its block (a donation), as in a
+     * plain run. */
+    for (size_t i = 0; i < g->nin; i++) {
+        em_array_release(inputs[i]);
+        inputs[i] = NULL;
+    }
     if (st == EM_OK)
         st = em__eval_arrays(outs, g->nout);
     if (st != EM_OK)
         snprintf(why, sizeof why, "during the capture: %s", em_last_error());
-    for (size_t i = 0; st == EM_OK && i < g->nout; i++) {
-        const em_array *o = outs[i];
-        graph_output *d = &g->outs[i];
-        d->data = em__data(o);
-        d->ndim = o->ndim;
-        memcpy(d->shape, o->shape, sizeof(int64_t) * (size_t)o->ndim);
-        memcpy(d->strides, o->strides, sizeof(int64_t) * (size_t)o->ndim);
-        d->elem_size = em_dtype_size(o->dtype);
-        d->size = o->size;
-    }
+    for (size_t i = 0; st == EM_OK && i < g->nout; i++)
+        record_output(g, t, i, outs[i]);
     /* Released while the pool is bound: their blocks stay the graph's. */
-    for (size_t i = 0; outs && i < g->nout; i++)
+    for (size_t i = 0; i < g->nout; i++) {
         em_array_release(outs[i]);
-    free(outs);
+        outs[i] = NULL;
+    }
     rc = api->graph_end(ord, st == EM_OK, &g->exec, &g->nodes);
-    em__gpu_pool_bind(NULL);
     if (rc && st == EM_OK) {
         snprintf(why, sizeof why, "%s", api->last_error());
         st = EM_ERR_RUNTIME;
     }
+    if (st == EM_OK && (st = adopt_state(g, t)) != EM_OK)
+        snprintf(why, sizeof why, "%s", em_last_error());
     if (st == EM_OK) {
-        atomic_store(&g->state, EM_CUDA_GRAPH_CAPTURED);
+        em__gpu_pool_bind(NULL);
+        free(inputs);
+        free(outs);
+        g->hand_out = g->nstate > 0;
+        atomic_store_explicit(&g->state, EM_CUDA_GRAPH_CAPTURED,
+                              memory_order_release);
         return;
     }
 failed:
+    for (size_t i = 0; inputs && i < g->nin; i++)
+        em_array_release(inputs[i]);
+    free(inputs);
+    free(outs);
+    em__gpu_pool_bind(NULL);
     graph_drop(g);
-    g->nodes = 0;
     set_reason(g, "capture failed: %s", why);
     atomic_store(&g->state, EM_CUDA_GRAPH_FALLBACK);
 }
 
-/* One replay of the captured graph into node's buffer. */
+/* Whether input j's state buffer may be written by a launch now, and
+ * whether args[j] is that buffer itself, held by this run alone (then it
+ * is updated in place, not copied in). A state buffer held anywhere else
+ * holds a value somebody may still read. */
+static bool state_free(const em_buffer *s, const em_array *arg,
+                       bool *in_place) {
+    const int holders = atomic_load(&((em_buffer *)s)->refcount);
+    if (atomic_load(&((em_buffer *)s)->pinned))
+        return false;
+    *in_place = arg->buffer == s && arg->offset == 0 && arg->row_contiguous &&
+                atomic_load(&((em_array *)arg)->refcount) == 1 && holders == 2;
+    return *in_place || holders == 1;
+}
+
+/* Why a launch cannot run the captured graph on these arguments. */
+enum launch_outcome { LAUNCHED, STATE_HELD, REBIND };
+
+/* Everything a launch needs that it may refuse: bound inputs given the
+ * same arrays, state buffers free. Counts in-place updates in *in_place. */
+static enum launch_outcome
+launch_check(em__program_graph *g, em_array *const *args, bool *in_place_any) {
+    enum launch_outcome why = LAUNCHED;
+    *in_place_any = false;
+    for (size_t j = 0; j < g->nin; j++) {
+        bool in_place = false;
+        if (g->bound[j] && !same_binding(g->bound[j], args[j])) {
+            g->no_bind[j] = true;
+            why = REBIND;
+        } else if (g->state_buf[j] &&
+                   !state_free(g->state_buf[j], args[j], &in_place)) {
+            if (why == LAUNCHED)
+                why = STATE_HELD;
+        }
+        *in_place_any |= in_place;
+    }
+    return why;
+}
+
+/* One replay of the captured graph into node's parts. */
 static em_status launch(em__program_graph *g, em_array *node,
                         em_array *const *args) {
+    run_params *rp = node->params;
     const em_cuda_api *api;
     int ord;
     em_status st = em__gpu_backend(g->device, &api, &ord);
-    for (size_t i = 0; i < g->nin && st == EM_OK; i++)
-        st = copy_out(g->device, em__data(g->stable[i]), args[i]);
+    for (size_t j = 0; j < g->nin && st == EM_OK; j++) {
+        em_buffer *s = g->state_buf[j];
+        /* Reads of the state on another stream come first. */
+        if (s && atomic_load(&s->stream) != g->stream)
+            st = em__gpu_wait_buffer(api, ord, s);
+        if (st == EM_OK && !g->bound[j] && args[j]->buffer != s)
+            st = copy_out(g->device, s ? s->data : g->in_addr[j], args[j]);
+    }
     if (st != EM_OK)
         return st;
     int rc = api->graph_launch(ord, g->exec);
@@ -409,11 +663,18 @@ static em_status launch(em__program_graph *g, em_array *node,
         return em__gpu_fail(api, rc, "cuda_graph");
     for (size_t i = 0; i < g->nout; i++) {
         const graph_output *d = &g->outs[i];
-        if (d->size == 0)
+        run_part *part = &rp->parts[i];
+        if (part->own && g->hand_out && g->alias_of[i] >= 0) {
+            part->buf = g->state_buf[g->alias_of[i]];
+            em__buffer_retain(part->buf);
+            atomic_store(&part->buf->stream, g->stream);
             continue;
-        st = em__gpu_copy_strided(
-            g->device, (char *)node->buffer->data + g->part_offset[i], NULL,
-            d->data, d->strides, d->shape, d->ndim, d->elem_size);
+        }
+        char *dst;
+        st = part_target(g, node, i, (size_t)d->size * d->elem_size, &dst);
+        if (st == EM_OK)
+            st = copy_to(g->device, dst, d->data, d->shape, d->strides, d->ndim,
+                         d->elem_size, d->size);
         if (st != EM_OK)
             return st;
     }
@@ -439,12 +700,26 @@ static em_status graph_eval(em_array *node) {
             g->stream = api->current_stream(ord);
     }
     int state = atomic_load(&g->state);
+    enum launch_outcome how = STATE_HELD;
+    bool in_place = false;
     if (st == EM_OK && state == EM_CUDA_GRAPH_CAPTURED) {
-        st = launch(g, node, args);
-    } else if (st == EM_OK) {
+        how = launch_check(g, args, &in_place);
+        if (how == LAUNCHED) {
+            st = launch(g, node, args);
+            g->in_place += st == EM_OK && in_place;
+        } else if (how == STATE_HELD) {
+            /* Somebody still reads a handed-out state: copy state out
+             * from now on, so that later runs can launch. */
+            g->hand_out = false;
+        } else {
+            graph_drop(g);
+            state = EM_CUDA_GRAPH_PENDING;
+        }
+    }
+    if (st == EM_OK && how != LAUNCHED) {
         st = run_plain_into(p, g, node, args);
         if (st == EM_OK && state == EM_CUDA_GRAPH_PENDING)
-            capture(p, g);
+            capture(p, g, args);
     }
     /* Back on the caller's stream, after everything queued above. */
     em_status back = switch_stream(g->device, caller);
@@ -452,15 +727,55 @@ static em_status graph_eval(em_array *node) {
     return st != EM_OK ? st : back;
 }
 
-static const em_prim graph_prim = {"cuda_graph", graph_eval, NULL, graph_eval};
+/* A run node freed: the buffers its parts did not take over. */
+static void graph_release_params(em_array *node) {
+    run_params *rp = node->params;
+    for (size_t i = 0; i < rp->nout; i++)
+        em__buffer_release(rp->parts[i].buf);
+}
 
+static const em_prim graph_prim = {"cuda_graph", graph_eval, NULL, graph_eval,
+                                   graph_release_params};
+
+/* Part i of a run: a view into its packed buffer, or the buffer the run
+ * set for it (the reference taken over). */
 static em_status part_eval(em_array *node) {
-    em__share_buffer(node, node->inputs[0]);
+    em_array *run = node->inputs[0];
+    run_part *part =
+        &((run_params *)run->params)->parts[*(const size_t *)node->params];
+    if (part->own) {
+        node->buffer = part->buf;
+        part->buf = NULL;
+    } else
+        em__share_buffer(node, run);
     return EM_OK;
 }
 
 static const em_prim part_prim = {"cuda_graph_output", part_eval, NULL,
                                   part_eval};
+
+/* The parameters of a run built now: the graph's layout (read under its
+ * lock: a recapture may change it), no buffer set yet; *packed, the bytes
+ * of the run's packed buffer. */
+static run_params *new_run_params(em__program_graph *g, size_t *bytes,
+                                  int64_t *packed) {
+    *bytes = sizeof(run_params) + g->nout * sizeof(run_part);
+    run_params *rp = calloc(1, *bytes);
+    if (!rp)
+        return NULL;
+    rp->nout = g->nout;
+    pthread_mutex_lock(&g->lock);
+    const bool hand_out =
+        atomic_load(&g->state) == EM_CUDA_GRAPH_CAPTURED && g->hand_out;
+    for (size_t i = 0; i < g->nout; i++) {
+        rp->parts[i].own = hand_out && g->alias_of[i] >= 0;
+        rp->parts[i].offset = hand_out ? g->apart_offset[i] : g->part_offset[i];
+    }
+    size_t total = hand_out ? g->apacked_bytes : g->packed_bytes;
+    pthread_mutex_unlock(&g->lock);
+    *packed = (int64_t)(total ? total : PART_ALIGN);
+    return rp;
+}
 
 em_status em__program_graph_run(em_program *p, em__program_graph *g,
                                 em_array *const *inputs, size_t n_in,
@@ -482,18 +797,32 @@ em_status em__program_graph_run(em_program *p, em__program_graph *g,
     for (size_t i = 0; i < n_in; i++)
         node_in[1 + i] = inputs[i];
     em_array *run = NULL;
-    int64_t packed = (int64_t)(g->packed_bytes ? g->packed_bytes : PART_ALIGN);
+    size_t rp_bytes = 0;
+    int64_t packed = 0;
+    run_params *rp = st == EM_OK ? new_run_params(g, &rp_bytes, &packed) : NULL;
+    if (st == EM_OK && !rp)
+        st = em__fail(EM_ERR_OOM, "program_run: out of memory");
     if (st == EM_OK)
-        st = em__node_new_on(&graph_prim, g->device, EM_U8, &packed, 1,
-                             node_in, (int)(n_in + 1), &run);
+        st = em__node_new_on(&graph_prim, g->device, EM_U8, &packed, 1, node_in,
+                             (int)(n_in + 1), &run);
+    if (st == EM_OK)
+        st = em__node_set_params(run, rp, rp_bytes);
     size_t made = 0;
-    for (; st == EM_OK && made < g->nout; made++) {
+    while (st == EM_OK && made < g->nout) {
         const em_array *o = t->outputs[made];
-        st = em__node_new_on(&part_prim, g->device, o->dtype, o->shape,
-                             o->ndim, &run, 1, &outputs_out[made]);
+        em_array *part = NULL;
+        st = em__node_new_on(&part_prim, g->device, o->dtype, o->shape, o->ndim,
+                             &run, 1, &part);
         if (st == EM_OK)
-            outputs_out[made]->offset =
-                (int64_t)(g->part_offset[made] / em_dtype_size(o->dtype));
+            st = em__node_set_params(part, &made, sizeof made);
+        if (st != EM_OK) {
+            em_array_release(part);
+            break;
+        }
+        if (!rp->parts[made].own)
+            part->offset =
+                (int64_t)(rp->parts[made].offset / em_dtype_size(o->dtype));
+        outputs_out[made++] = part;
     }
     if (st != EM_OK)
         for (size_t i = 0; i < made; i++) {
@@ -503,5 +832,6 @@ em_status em__program_graph_run(em_program *p, em__program_graph *g,
     em_array_release(run);
     em_array_release(node_in[0]);
     free(node_in);
+    free(rp);
     return st;
 }

@@ -483,6 +483,31 @@ void em__buffer_release(em_buffer *b) {
     free(b);
 }
 
+em_status em__gpu_pool_adopt(em__gpu_pool *pool, void *data, size_t nbytes,
+                             void *stream, em_buffer **out) {
+    *out = NULL;
+    size_t i = 0;
+    while (i < pool->len && pool->blocks[i].data != data)
+        i++;
+    if (i == pool->len || pool->blocks[i].capacity < nbytes)
+        return em__fail(EM_ERR_ARGUMENT, "cuda graph: a state block is not "
+                                         "the graph's");
+    em_buffer *b = calloc(1, sizeof *b);
+    if (!b)
+        return em__fail(EM_ERR_OOM, "out of memory allocating a buffer header");
+    b->data = data;
+    b->nbytes = nbytes;
+    b->capacity = pool->blocks[i].capacity;
+    b->device = pool->device;
+    atomic_init(&b->refcount, 1);
+    atomic_init(&b->pinned, false);
+    atomic_init(&b->stream, stream);
+    pool->bytes -= b->capacity;
+    pool->blocks[i] = pool->blocks[--pool->len];
+    *out = b;
+    return EM_OK;
+}
+
 void em__gpu_pool_free(em__gpu_pool *pool, void *stream) {
     if (!pool)
         return;

@@ -350,6 +350,8 @@ void em_array_release(em_array *a) {
             stack[top++] = in;
         }
         free(n->inputs);
+        if (n->prim && n->prim->release_params && n->params)
+            n->prim->release_params(n);
         free(n->params);
         free(n->error_message);
         em__buffer_release(n->buffer);
