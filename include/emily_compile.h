@@ -122,13 +122,20 @@ em_status em_program_run(em_program *p, em_array *const *inputs, size_t n_in,
  *
  * State: an output that the capture recorded in an input's buffer (an
  * in-place update, such as a KV cache given to em_dynamic_put_slice and
- * released by the caller) aliases that input. Runs built after the
- * capture return it without a copy, in a buffer the graph keeps; given
- * back as that input with no other reference to it, the next run updates
- * it in place (nothing copied in or out: a decode loop's caches). While
- * such an output is still held elsewhere, a run cannot overwrite it and
- * takes the ordinary way instead (same results, slower). Stats count the
- * aliased inputs and the in-place launches. */
+ * released by the caller) aliases that input. Once such an output is fed
+ * back as that input, runs return it without a copy, in a buffer the
+ * graph keeps; given back with no other reference to it, the next run
+ * updates it in place (nothing copied in or out: a decode loop's caches).
+ * While such an output is still held elsewhere, a run cannot overwrite it
+ * and takes the ordinary way instead (same results, slower), and later
+ * runs copy the state out.
+ *
+ * Binding: an argument the caller still holds at the first run (weights
+ * passed as arguments, a loop's invariants) is read in place by the
+ * graph, never copied, and kept alive by the program. A later run given
+ * another array for it runs the ordinary way and records the graph again
+ * with that input copied in (a few recaptures at most). Stats count the
+ * aliased and bound inputs, the in-place launches and the captures. */
 enum em_cuda_graph_state {
     EM_CUDA_GRAPH_OFF = 0,      /* not asked for */
     EM_CUDA_GRAPH_PENDING = 1,  /* capturable; captured at the first run */

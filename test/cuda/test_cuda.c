@@ -970,7 +970,29 @@ static void test_errors(void) {
     em_array_release(g);
 }
 
+/* TEST_CUDA_ONLY: a comma-separated list of the family functions to run
+ * (all when unset). */
+static const char *only;
+
+static bool selected(const char *name) {
+    if (!only || !*only)
+        return true;
+    const size_t n = strlen(name);
+    for (const char *p = only; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+#define RUN(family)                                                            \
+    do {                                                                       \
+        if (selected(#family))                                                 \
+            family();                                                          \
+    } while (0)
+
 int main(void) {
+    /* Line-buffered: a crash leaves the last family's lines in a log. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("EMILY_CUDA_POISON", "1", 1);
     const char *q = getenv("TEST_CUDA_QUICK");
     quick = q && *q && *q != '0';
@@ -983,38 +1005,41 @@ int main(void) {
         printf("skipped: %s\n", reason);
         return 0;
     }
-    test_errors();
-    test_unary();
-    test_binary();
-    test_select_clip_cast();
-    test_reduce();
-    test_dot();
-    test_random();
-    test_index();
-    test_scan();
-    test_shape();
-    test_scatter();
-    test_sort();
-    test_fft();
-    test_linalg();
-    test_erf_inv();
-    test_window();
-    test_conv();
-    test_top_k();
-    test_fast();
-    test_quant();
-    test_fusion();
-    test_attention();
-    test_attention_prefill();
-    test_attention_decode();
-    test_decode();
-    test_threads();
-    test_while();
-    test_in_range();
-    test_streams();
-    test_ggml();
-    test_cuda_graph();
-    test_distributed();
+    /* TEST_CUDA_ONLY=test_cuda_graph,test_fast runs only those families
+     * (the function names below). */
+    only = getenv("TEST_CUDA_ONLY");
+    RUN(test_errors);
+    RUN(test_unary);
+    RUN(test_binary);
+    RUN(test_select_clip_cast);
+    RUN(test_reduce);
+    RUN(test_dot);
+    RUN(test_random);
+    RUN(test_index);
+    RUN(test_scan);
+    RUN(test_shape);
+    RUN(test_scatter);
+    RUN(test_sort);
+    RUN(test_fft);
+    RUN(test_linalg);
+    RUN(test_erf_inv);
+    RUN(test_window);
+    RUN(test_conv);
+    RUN(test_top_k);
+    RUN(test_fast);
+    RUN(test_quant);
+    RUN(test_fusion);
+    RUN(test_attention);
+    RUN(test_attention_prefill);
+    RUN(test_attention_decode);
+    RUN(test_decode);
+    RUN(test_threads);
+    RUN(test_while);
+    RUN(test_in_range);
+    RUN(test_streams);
+    RUN(test_ggml);
+    RUN(test_cuda_graph);
+    RUN(test_distributed);
     em_memory_clear_device_cache(GPU);
     em_memory_stats ms;
     em_memory_get_device_stats(GPU, &ms);

@@ -14,8 +14,9 @@
  *             (the inputs' among them) stays the graph's. The outputs'
  *             addresses and layouts are kept. Any failure -> FALLBACK with
  *             the reason.
- *   CAPTURED  copies the arguments into the inputs' blocks, launches the
- *             graph, copies the outputs into the node's fresh buffer.
+ *   CAPTURED  copies the arguments into the inputs' blocks (but see below),
+ *             launches the graph, copies the outputs into the node's
+ *             fresh buffer.
  *   FALLBACK  em_program_run never builds the node again; a node built
  *             before the fallback runs the ordinary way.
  *
@@ -24,13 +25,21 @@
  * given to dynamic_put_slice) donates its block as usual, and an output
  * can be recorded in an input's block. Such an output "aliases" that
  * input: its block leaves the pool for an ordinary buffer (the state
- * buffer) that the graph holds, and a run built after the capture hands
- * it out as that output, uncopied. The next run given it back as the
- * aliased input, held by nothing else, neither copies it in nor out: the
- * graph updates it in place (a decode step's caches: no copy per token).
- * A state buffer still held elsewhere (an old cache kept by the caller)
- * must not be overwritten: that run takes the ordinary way, into fresh
- * buffers. Results are the same on every path.
+ * buffer) that the graph holds. Once the caller feeds such an output back
+ * as the input (a decode loop), runs hand the state buffer out as that
+ * output, uncopied, and the next run given it back, held by nothing else,
+ * neither copies it in nor out: the graph updates it in place (a decode
+ * step's caches: no copy per token). A state buffer still held elsewhere
+ * (an old cache kept by the caller) must not be overwritten: that run
+ * takes the ordinary way, into fresh buffers, and the graph copies its
+ * state out from then on. Results are the same on every path.
+ *
+ * Arguments read in place. An argument the caller keeps (it holds a
+ * reference besides the run's: parameters, a loop's captures) is bound at
+ * the capture: the recorded kernels read its buffer, nothing is copied.
+ * A later run given another array there takes the ordinary way and
+ * captures again without binding that input (at most MAX_CAPTURES times;
+ * binding stops after that).
  *
  * All of a graph's GPU work (warm-up, capture, launches, copies) goes to a
  * CUDA stream of its own (a private engine stream id), under the graph's
@@ -82,9 +91,11 @@ struct em__program_graph {
      * (the graph is recaptured once without binding them). */
     bool *no_bind;
     int captures;
-    /* Whether runs hand state buffers out as outputs; false for good once
-     * a run found one still held elsewhere (then they are copied out). */
-    bool hand_out;
+    /* Whether runs hand state buffers out as outputs: once an aliased
+     * input is given an output of a graph run (state fed back, as a decode
+     * loop does), until a run finds a state buffer still held elsewhere
+     * (refused for good: state is copied out from then on). */
+    bool hand_out, hand_out_refused;
     /* Per output: the input it aliases, or -1; and the packed layout of a
      * run that hands the state out (aliased outputs take no room). */
     int64_t *alias_of;
@@ -587,7 +598,7 @@ static void capture(em_program *p, em__program_graph *g,
         em__gpu_pool_bind(NULL);
         free(inputs);
         free(outs);
-        g->hand_out = g->nstate > 0;
+        g->hand_out = false;
         atomic_store_explicit(&g->state, EM_CUDA_GRAPH_CAPTURED,
                               memory_order_release);
         return;
@@ -639,6 +650,18 @@ launch_check(em__program_graph *g, em_array *const *args, bool *in_place_any) {
         *in_place_any |= in_place;
     }
     return why;
+}
+
+static const em_prim part_prim;
+
+/* Whether an aliased input is given an output of a graph run (its state
+ * fed back): then handing the state out saves copies. */
+static bool state_fed_back(const em__program_graph *g, em_array *const *args) {
+    for (size_t j = 0; j < g->nin; j++)
+        if (g->state_buf[j] &&
+            (args[j]->prim == &part_prim || args[j]->buffer == g->state_buf[j]))
+            return true;
+    return false;
 }
 
 /* One replay of the captured graph into node's parts. */
@@ -704,14 +727,17 @@ static em_status graph_eval(em_array *node) {
     bool in_place = false;
     if (st == EM_OK && state == EM_CUDA_GRAPH_CAPTURED) {
         how = launch_check(g, args, &in_place);
-        if (how == LAUNCHED) {
-            st = launch(g, node, args);
-            g->in_place += st == EM_OK && in_place;
-        } else if (how == STATE_HELD) {
+        if (how == STATE_HELD) {
             /* Somebody still reads a handed-out state: copy state out
              * from now on, so that later runs can launch. */
             g->hand_out = false;
-        } else {
+            g->hand_out_refused = true;
+        } else if (!g->hand_out_refused && state_fed_back(g, args))
+            g->hand_out = true;
+        if (how == LAUNCHED) {
+            st = launch(g, node, args);
+            g->in_place += st == EM_OK && in_place;
+        } else if (how == REBIND) {
             graph_drop(g);
             state = EM_CUDA_GRAPH_PENDING;
         }
