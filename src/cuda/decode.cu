@@ -146,8 +146,9 @@ lin_prologue(const em_cuda_linear &j, typename DT<DTYPE>::C *xs,
 }
 
 // grid (blocks over the row groups, row tiles of MT); blockDim.x = 32 *
-// split * teams, at most LIN_WARPS warps; dynamic shared memory: xs (MT, K) then the team sums
-// red[2][LIN_WARPS][NW * LIN_NR * MT], both in the compute type.
+// split * teams, at most LIN_WARPS warps; dynamic shared memory: xs (MT,
+// K), then the warp sums red[2][LIN_WARPS][NW * LIN_NR * MT], both in the
+// compute type.
 template <int DTYPE, int MT, bool GATE, bool VECTOR>
 __global__ void __launch_bounds__(LIN_WARPS * 32)
     linear_kernel(em_cuda_linear j, int split) {
