@@ -48,7 +48,7 @@ static double time_queued(build_fn fn, em_array *const *in) {
     for (int it = 0; it < WARMUP + REPEAT; it++) {
         em_device_event *e0, *e1;
         em_array *busy, *out;
-        check(em_unary(EM_UNARY_NEGATE, filler, &busy), "filler");
+        check(em_unary(EM_UNARY_negate, filler, &busy), "filler");
         check(em_eval(&busy, 1), "filler eval");
         check(em_device_event_record(GPU, &e0), "event");
         check(fn(in, &out), "build");
