@@ -2,8 +2,10 @@
  * test_decode.c — em_fast_linear on the GPU (decode.cu) against the CPU
  * kernel on the same random inputs: the decode shapes (1024 x 2048 and
  * friends) at batch 1, 4 and 16, odd sizes, more rows than one tile (20),
- * K not a multiple of the 16-byte vector (element loads), 3-D x, and each
- * epilogue: RMS prologue with and without weight, SiLU gate, residual; in
+ * K not a multiple of the 16-byte vector (element loads), 3-D x, more row
+ * groups than a wave (grid-stride, one warp or a team of warps per row),
+ * teams of 6 warps, rows read in several rounds, and each epilogue: RMS
+ * prologue with and without weight, SiLU gate, residual; in
  * f32, f64, f16 and bf16. Both sides accumulate in f32 (f64) in other
  * orders and round once: within a few ulp of the result's scale (the
  * floor: the size of a sum of K products of values in [-3, 3]).
@@ -32,6 +34,16 @@ static const linear_case cases[] = {
     {"odd_rows_norm_no_weight", 5, 37, 136, true, false, false, true, false},
     {"tiles_20_gate", 20, 64, 256, false, false, true, true, false},
     {"k_unaligned", 3, 33, 1001, true, true, true, true, false},
+    /* more row groups than one wave of blocks: the grid-stride loop, with
+     * one warp per row (K 256) and a team of warps per row (K 1024 at 8
+     * rows of x: their sums meet in double-buffered shared memory) */
+    {"grid_stride_b1", 1, 20001, 256, true, false, false, false, false},
+    {"grid_stride_split_b8", 8, 8001, 1024, true, true, false, true, false},
+    /* teams that do not divide the block's 8 warps (bf16: 375 pieces of 16
+     * bytes per row, 3 warps widened to 6), gated */
+    {"gate_split6_b2", 2, 300, 3000, true, true, true, true, false},
+    /* K longer than a full team's round: rows read in several rounds */
+    {"long_k_rounds", 1, 40, 9000, true, true, true, true, false},
 };
 
 static void run_case(const linear_case *c, em_dtype dt) {
