@@ -26,7 +26,7 @@
  *                fuse = true, the ordinary replay (one launch per node)
  *   fuse+graph   the same, cuda_graph = true (one cudaGraphLaunch)
  *   fast         the fused decode path, the plain replay (the caches are
- *                donated to their put_slice: updated in place, no copy)
+ *                donated to their fast_heads: updated in place, no copy)
  *   fast+graph   the fused decode path (decoder_fast: em_fast_linear with
  *                norm prologues, SiLU-gate and residual epilogues, weights
  *                a row per output; em_fast_heads for the q/k norms and
@@ -174,9 +174,12 @@ static void decoder(em_array *const *in, int64_t B, em_array **out) {
 /* The same step on the fused decode path: em_fast_linear with the RMS
  * norm folded in as a prologue (q/k/v in one product, gate and up in one
  * with the SiLU epilogue, the LM head), the residual adds as epilogues;
- * em_fast_heads splits q / k / v into heads with the q/k norms and RoPE;
- * attention through em_sdpa (the grouped-head decode kernel). The cache
- * writes stay em_dynamic_put_slice (a copy of each cache per step). */
+ * em_fast_heads splits q / k / v into heads with the q/k norms and RoPE,
+ * and writes k and v straight into their caches at pos (its cache form:
+ * out[1 + 2l] / out[2 + 2l] are its results, updated in place when the
+ * caches are donated; no put_slice, no (B, HKV, 1, HD) temporaries);
+ * attention through em_sdpa (the grouped-head decode kernel). The starts
+ * input is unused here (the fuse modes' put_slice reads it). */
 static void decoder_fast(em_array *const *in, int64_t B, em_array **out) {
     pool *pl = calloc(1, sizeof *pl);
     if (!pl) {
@@ -185,35 +188,36 @@ static void decoder_fast(em_array *const *in, int64_t B, em_array **out) {
     }
     int64_t joined[3] = {B, 1, H * HD};
     int perm[4] = {0, 2, 1, 3};
-    em_array *h = in[0], *pos = in[1], *starts = in[2];
+    em_array *h = in[0], *pos = in[1];
     for (int l = 0; l < LAYERS; l++) {
         layer_weights *w = &layers[l];
-        em_array *qkv, *kc, *vc, *a, *back, *flat, *res, *gu, *res2;
+        em_array *qkv, *a, *back, *flat, *res, *gu, *res2;
         em_fast_linear_options pre = {
             .norm = true, .norm_weight = w->norm1, .eps = 1e-6};
         check(em_fast_linear(h, w->t_qkv, &pre, &qkv), "fast_linear");
         keep(pl, qkv);
-        /* q, k (normed, rotated) and v in the attention layout, straight
-         * from the stacked product: one kernel each */
-        em_array *q, *k, *v;
+        /* q (normed, rotated) in the attention layout, k (normed,
+         * rotated) and v written into their caches at pos, straight from
+         * the stacked product: one kernel each */
+        em_array *q, *kc, *vc;
         em_rope_options rope = {.dims = HD, .base = 1e6};
         em_fast_heads_options hq = {.head_dim = HD, .first = 0, .count = H,
                                     .norm = true, .norm_weight = w->q_norm,
                                     .eps = 1e-6, .offset = pos, .rope = rope};
         em_fast_heads_options hk = hq, hv = {.head_dim = HD,
                                              .first = H + HKV,
-                                             .count = HKV};
+                                             .count = HKV,
+                                             .cache = in[4 + 2 * l],
+                                             .cache_offset = pos};
         hk.first = H;
         hk.count = HKV;
         hk.norm_weight = w->k_norm;
+        hk.cache = in[3 + 2 * l];
+        hk.cache_offset = pos;
         check(em_fast_heads(qkv, &hq, &q), "fast_heads");
-        check(em_fast_heads(qkv, &hk, &k), "fast_heads");
-        check(em_fast_heads(qkv, &hv, &v), "fast_heads");
+        check(em_fast_heads(qkv, &hk, &kc), "fast_heads");
+        check(em_fast_heads(qkv, &hv, &vc), "fast_heads");
         keep(pl, q);
-        keep(pl, k);
-        keep(pl, v);
-        check(em_dynamic_put_slice(in[3 + 2 * l], starts, k, &kc), "put");
-        check(em_dynamic_put_slice(in[4 + 2 * l], starts, v, &vc), "put");
         out[1 + 2 * l] = kc;
         out[2 + 2 * l] = vc;
         check(em_sdpa(q, kc, vc, NULL, &a), "sdpa");

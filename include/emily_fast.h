@@ -120,15 +120,30 @@ typedef struct em_fast_heads_options {
      * NULL). offset NULL: no rotation. */
     em_array *offset;
     em_rope_options rope;
+    /* Optional KV-cache write: a (B, count, L, head_dim) array of x's dtype
+     * and device, L >= S, any layout. NULL: the result is the heads. Else
+     * the result is the cache with, for every (b, h), the S rows [start,
+     * start + S) replaced by the computed heads. */
+    em_array *cache;
+    /* Required with cache (and only then): a 0-d s32 or s64 array, the
+     * cache row of x's sequence index 0, read at evaluation and clamped to
+     * [0, L - S] as em_dynamic_put_slice clamps its starts. Separate from
+     * offset (RoPE's position) because v has no rotation; in a decode step
+     * both are the same array. */
+    em_array *cache_offset;
 } em_fast_heads_options;
 
-/* The decode step's head split, q/k norm and RoPE in one kernel: x (B, S,
- * N) with N >= (first + count) * head_dim -> out (B, count, S, head_dim),
- * head h of out taken from x's features [(first + h) * head_dim, ...),
- * normed and rotated as the options say, rounded once to x's dtype. With
- * a fused q/k/v product's output it gives q, k or v in the attention
- * layout; k and v then go to the cache with em_dynamic_put_slice. No vjp
- * (grad fails naming "fast_heads"). */
+/* The decode step's head split, q/k norm, RoPE and KV-cache write in one
+ * kernel: x (B, S, N) with N >= (first + count) * head_dim -> out (B,
+ * count, S, head_dim), head h of out taken from x's features [(first + h)
+ * * head_dim, ...), normed and rotated as the options say, rounded once to
+ * x's dtype. With a fused q/k/v product's output it gives q, k or v in the
+ * attention layout. With opts->cache, k and v go straight into the cache:
+ * out is the updated cache (B, count, L, head_dim), equal to
+ * em_dynamic_put_slice(cache, {0, 0, cache_offset, 0}, heads). When
+ * nothing but this node holds the cache at evaluation (the caller released
+ * it), its buffer becomes out's and only the S new rows are written; else
+ * the cache is copied first. No vjp (grad fails naming "fast_heads"). */
 em_status em_fast_heads(em_array *x, const em_fast_heads_options *opts,
                         em_array **out);
 

@@ -649,7 +649,12 @@ defmodule Emily.Native do
   count)` of `x` `{b, s, n}` as `{b, count, s, head_dim}`, each RMS-normed
   (norm true; norm_weight `{head_dim}` or nil) and rotated by RoPE at
   position `offset + s` (offset a 0-d s32/s64 ref, or nil: no rotation;
-  dims, traditional, base, scale as `fast_rope/7`). No gradient.
+  dims, traditional, base, scale as `fast_rope/7`). With a `cache` ref
+  `{b, count, l, head_dim}` of x's type (nil: none), the result is the
+  cache with rows `[cache_offset, cache_offset + s)` of each head replaced
+  by the computed ones (cache_offset a 0-d s32/s64 ref, clamped into
+  `[0, l - s]`; updated in place when nothing else holds the cache). No
+  gradient.
   """
   def fast_heads(
         _x,
@@ -663,7 +668,9 @@ defmodule Emily.Native do
         _dims,
         _traditional,
         _base,
-        _scale
+        _scale,
+        _cache,
+        _cache_offset
       ),
       do: nif_error()
 

@@ -443,16 +443,25 @@ int launch_fast_linear(Device *d, const em_cuda_linear *job) {
     });
 }
 
-// ---- em_fast_heads: head split + per-head RMS norm + RoPE ----------------
+// ---- em_fast_heads: head split + per-head RMS norm + RoPE (+ cache) -------
 //
-// One warp per output row (b, h, s) of head_dim features: the row is read
+// One warp per computed row (b, h, s) of head_dim features: the row is read
 // into the warp's slice of shared memory (compute type) while summing its
 // squares, normed in place, then each lane rotates pairs i = lane, lane +
 // 32, ... (angle in double as the CPU, cos / sin rounded to the compute
-// type) and stores; features past the rotated ones are copied.
+// type) and stores; features past the rotated ones are copied. The row
+// lands at row start + s of the L rows of (b, h): the heads themselves (L =
+// S, start 0) or a KV cache's new rows (the engine put the cache in out).
 
 constexpr int HEADS_WARPS = 8;
 constexpr int HEADS_MAX_DIM = 256;
+
+// The value of a 0-d s32 / s64 on the device (offset, cache_offset).
+__device__ __forceinline__ int64_t heads_index(const void *p, int dtype) {
+    if (dtype == EM_S32)
+        return *static_cast<const int32_t *>(p);
+    return *static_cast<const int64_t *>(p);
+}
 
 template <int DTYPE>
 __global__ void __launch_bounds__(HEADS_WARPS * 32)
@@ -468,6 +477,11 @@ __global__ void __launch_bounds__(HEADS_WARPS * 32)
                   b = u / (j.S * j.count);
     const S *xr = (const S *)j.x + (b * j.S + s) * j.N + (j.first + h) * D;
     const S *nw = (const S *)j.norm_weight;
+    int64_t start = 0;
+    if (j.cache_offset) { // em_dynamic_put_slice's clamp into [0, L - S]
+        const int64_t v = heads_index(j.cache_offset, j.cache_offset_dtype);
+        start = v < 0 ? 0 : v > j.L - j.S ? j.L - j.S : v;
+    }
     C *row = buf[warp];
     C ss = C(0);
     for (int64_t e = lane; e < D; e += 32) {
@@ -486,12 +500,10 @@ __global__ void __launch_bounds__(HEADS_WARPS * 32)
     for (int64_t e = lane; e < D; e += 32)
         row[e] = row[e] * r * (nw ? DT<DTYPE>::load(nw[e]) : C(1));
     __syncwarp();
-    S *yr = (S *)j.out + u * D;
+    S *yr = (S *)j.out + ((u / j.S) * j.L + start + s) * D;
     int64_t done = 0;
     if (j.rope) {
-        const int64_t off = j.offset_dtype == EM_S32
-                                ? (int64_t)*(const int32_t *)j.offset
-                                : *(const int64_t *)j.offset;
+        const int64_t off = heads_index(j.offset, j.offset_dtype);
         const int64_t half = j.dims / 2;
         const double pos = j.scale * (double)(off + s);
         for (int64_t i = lane; i < half; i += 32) {

@@ -380,17 +380,21 @@ typedef struct em_cuda_linear {
 } em_cuda_linear;
 
 /* em_fast_heads (decode.cu; ops/fast_decode.c's semantics): x (B, S, N)
- * contiguous -> out (B, count, S, head_dim), head h from x's features
- * [(first + h) * head_dim, ...), RMS-normed (norm; norm_weight NULL: no
- * scaling) and rotated (rope: pairs of the first dims features, half
- * rotation or traditional, angle scale * (offset + s) * base^(-2i/dims) in
- * double) in the compute type, rounded once. offset: a 0-d s32 / s64 on
- * the device (offset_dtype). head_dim <= 256. */
+ * contiguous -> out (B, count, L, head_dim) contiguous, head h from x's
+ * features [(first + h) * head_dim, ...), RMS-normed (norm; norm_weight
+ * NULL: no scaling) and rotated (rope: pairs of the first dims features,
+ * half rotation or traditional, angle scale * (offset + s) * base^(-2i/dims)
+ * in double) in the compute type, rounded once, stored at row start + s of
+ * (b, h). cache_offset NULL: L = S and start = 0 (the heads alone); else
+ * out holds a cache already (L >= S), start is cache_offset clamped into
+ * [0, L - S], and only those S rows per (b, h) are written. offset and
+ * cache_offset: 0-d s32 / s64 on the device (offset_dtype,
+ * cache_offset_dtype). head_dim <= 256. */
 typedef struct em_cuda_heads {
-    int dtype, norm, rope, traditional, offset_dtype;
-    int64_t B, S, N, head_dim, first, count, dims;
+    int dtype, norm, rope, traditional, offset_dtype, cache_offset_dtype;
+    int64_t B, S, N, head_dim, first, count, dims, L;
     double eps, base, scale;
-    const void *x, *norm_weight, *offset;
+    const void *x, *norm_weight, *offset, *cache_offset;
     void *out;
 } em_cuda_heads;
 /* Convolution through cuDNN (cudnn_conv.cu; gpu_conv.c fills it). x is

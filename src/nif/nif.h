@@ -263,7 +263,7 @@ void nif_leave(void);
     F(fast_softmax, 2)                                                         \
     F(fast_rope, 7)                                                            \
     F(fast_linear, 7)                                                          \
-    F(fast_heads, 12)
+    F(fast_heads, 14)
 
 /* nif_attention.c: scaled dot-product attention. */
 #define NIF_ATTENTION_FUNCS(F) F(sdpa, 7)

@@ -13,9 +13,12 @@
  *       the decode path's fused matrix-vector product (em_fast_linear):
  *       norm a boolean (the RMS prologue), w and gate {n, k}
  *   fast_heads(x, head_dim, first, count, norm, norm_weight | nil, eps,
- *              offset | nil, dims, traditional, base, scale)
+ *              offset | nil, dims, traditional, base, scale,
+ *              cache | nil, cache_offset | nil)
  *       em_fast_heads: heads [first, first + count) of x {b, s, n} as
- *       {b, count, s, head_dim}, normed and rotated (offset nil: no RoPE)
+ *       {b, count, s, head_dim}, normed and rotated (offset nil: no RoPE);
+ *       with a cache {b, count, l, head_dim}, the cache with rows
+ *       [cache_offset, + s) replaced by them (cache_offset 0-d s32/s64)
  */
 #include "emily_fast.h"
 #include "nif.h"
@@ -127,7 +130,9 @@ NIF_DECL(fast_heads) {
         !nif_get_i64(&c, argv[8], "dims", &o.rope.dims) ||
         !nif_get_bool(&c, argv[9], "traditional", &o.rope.traditional) ||
         !get_number(&c, argv[10], "base", &o.rope.base) ||
-        !get_number(&c, argv[11], "scale", &o.rope.scale))
+        !get_number(&c, argv[11], "scale", &o.rope.scale) ||
+        !get_optional_array(&c, argv[12], "cache", &o.cache) ||
+        !get_optional_array(&c, argv[13], "cache_offset", &o.cache_offset))
         return c.raised;
     return nif_result(&c, em_fast_heads(x, &o, &out), &out);
 }

@@ -4,11 +4,16 @@
  * with and without weight, the SiLU gate and the residual; agreement with
  * the composed ops on random f32 inputs over odd sizes and leading axes;
  * the halves rounding once; validation messages; and grad through it
- * failing with a clear message (inference only).
+ * failing with a clear message (inference only). em_fast_heads against
+ * the composed ops, and its cache form against em_fast_heads followed by
+ * em_dynamic_put_slice, in place (donated cache) and copied.
  */
 #include "emily_autodiff.h"
 #include "emily_fast.h"
+#include "emily_pad.h"
 #include "test.h"
+
+#include "internal.h" /* only for the cache donation (buffer identity) */
 
 #include <stdlib.h>
 
@@ -66,7 +71,8 @@ EM_TEST(fast_linear_values) {
         em_array_release(nw), em_array_release(r);
 }
 
-static em_array *rand_f32(const int64_t *shape, int ndim, uint64_t *s) {
+static em_array *rand_of(em_dtype dt, const int64_t *shape, int ndim,
+                         uint64_t *s) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++)
         n *= shape[i];
@@ -75,9 +81,13 @@ static em_array *rand_f32(const int64_t *shape, int ndim, uint64_t *s) {
         *s = *s * 6364136223846793005ull + 1442695040888963407ull;
         v[i] = (double)(*s >> 11) / 9007199254740992.0 * 2 - 1;
     }
-    em_array *a = t_from_f64(v, shape, ndim, EM_F32);
+    em_array *a = t_from_f64(v, shape, ndim, dt);
     free(v);
     return a;
+}
+
+static em_array *rand_f32(const int64_t *shape, int ndim, uint64_t *s) {
+    return rand_of(EM_F32, shape, ndim, s);
 }
 
 /* The composed reference: rms_norm in f32 (rounded to f32, as the fused
@@ -319,4 +329,159 @@ EM_TEST(fast_heads_validation) {
     CHECK_OK(em_fast_heads(x, &o, &y));
     em_array_release(x), em_array_release(x2), em_array_release(y),
         em_array_release(off);
+}
+
+/* ---- em_fast_heads writing into a KV cache ------------------------------ */
+
+enum { HC_B = 2, HC_COUNT = 2, HC_D = 8, HC_FIRST = 1, HC_L = 6 };
+#define HC_MAX (HC_B * HC_COUNT * HC_L * HC_D)
+
+typedef struct heads_cache_case {
+    em_dtype dt;
+    int64_t S;
+    bool norm_rope;  /* q/k style (norm with weight, RoPE) or v style */
+    int64_t start;   /* cache_offset's value, clamped into [0, L - S] */
+    bool donate;     /* release the cache before evaluating */
+    bool transposed; /* the cache a non-contiguous view (never donated) */
+} heads_cache_case;
+
+/* A (B, count, L, D) cache of dt: contiguous, or the transpose of a (B,
+ * count, D, L) array (a strided view the eval must copy). */
+static em_array *heads_cache_of(const heads_cache_case *c, uint64_t *seed) {
+    if (!c->transposed) {
+        const int64_t cs[4] = {HC_B, HC_COUNT, HC_L, HC_D};
+        return rand_of(c->dt, cs, 4, seed);
+    }
+    const int64_t ts[4] = {HC_B, HC_COUNT, HC_D, HC_L};
+    const int perm[4] = {0, 1, 3, 2};
+    em_array *base = rand_of(c->dt, ts, 4, seed), *view = NULL;
+    CHECK_OK(em_transpose(base, perm, 4, &view));
+    em_array_release(base);
+    return view;
+}
+
+/* The cache form equals em_fast_heads then em_dynamic_put_slice at {0, 0,
+ * start, 0} bit for bit (the same row arithmetic, then the same bits
+ * moved); the caller's cache keeps its values when it is not donated, and
+ * gives its buffer to the result when it is. */
+static void heads_cache_check(const heads_cache_case *c, uint64_t *seed) {
+    const int64_t N = (HC_FIRST + HC_COUNT + 1) * HC_D;
+    const int64_t xs[3] = {HC_B, c->S, N}, ns[1] = {HC_D};
+    em_array *x = rand_of(c->dt, xs, 3, seed),
+             *nw = rand_of(c->dt, ns, 1, seed);
+    em_array *cache = heads_cache_of(c, seed), *off = NULL, *coff = NULL,
+             *starts = NULL;
+    CHECK_OK(em_scalar_s64(5, EM_S32, &off));
+    /* both index dtypes, by the sign of the start */
+    CHECK_OK(em_scalar_s64(c->start, c->start < 0 ? EM_S32 : EM_S64, &coff));
+    const double sv[4] = {0, 0, (double)c->start, 0};
+    const int64_t ss[1] = {4};
+    starts = t_from_f64(sv, ss, 1, EM_S64);
+    CHECK_OK(em_eval(&cache, 1));
+    double before[HC_MAX], want[HC_MAX], got[HC_MAX];
+    t_read_f64(cache, before, HC_MAX);
+    const void *cache_data = cache->buffer->data;
+
+    em_fast_heads_options o = {.head_dim = HC_D,
+                               .first = HC_FIRST,
+                               .count = HC_COUNT,
+                               .norm = c->norm_rope,
+                               .norm_weight = c->norm_rope ? nw : NULL,
+                               .eps = 1e-6,
+                               .offset = c->norm_rope ? off : NULL,
+                               .rope = {.dims = HC_D, .base = 1e6}};
+    em_array *heads = NULL, *ref = NULL, *y = NULL;
+    CHECK_OK(em_fast_heads(x, &o, &heads));
+    CHECK_OK(em_dynamic_put_slice(cache, starts, heads, &ref));
+    t_read_f64(ref, want, HC_MAX);
+    em_array_release(ref);
+    o.cache = cache;
+    o.cache_offset = coff;
+    CHECK_OK(em_fast_heads(x, &o, &y));
+    const int64_t *ys = em_array_shape(y);
+    CHECK(ys[0] == HC_B && ys[1] == HC_COUNT && ys[2] == HC_L && ys[3] == HC_D);
+    if (c->donate) {
+        em_array_release(cache); /* y's node is now its only holder */
+        cache = NULL;
+    }
+    CHECK_OK(em_eval(&y, 1));
+    t_read_f64(y, got, HC_MAX);
+    for (int i = 0; i < HC_MAX; i++)
+        CHECK_NEAR(got[i], want[i], 0);
+    /* in place exactly when donated (a strided view never is) */
+    CHECK((y->buffer->data == cache_data) == (c->donate && !c->transposed));
+    if (cache) {
+        double after[HC_MAX];
+        t_read_f64(cache, after, HC_MAX);
+        for (int i = 0; i < HC_MAX; i++)
+            CHECK_NEAR(after[i], before[i], 0);
+    }
+    em_array *all[] = {x, nw, cache, off, coff, starts, heads, y};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        em_array_release(all[i]);
+}
+
+EM_TEST(fast_heads_cache_matches_put_slice) {
+    uint64_t seed = 11;
+    const em_dtype dts[2] = {EM_F32, EM_BF16};
+    const int64_t Ss[2] = {1, 3}, starts[3] = {2, 100, -4};
+    for (int d = 0; d < 2; d++)
+        for (int si = 0; si < 2; si++)
+            for (int v = 0; v < 2; v++)
+                for (int st = 0; st < 3; st++)
+                    for (int don = 0; don < 2; don++) {
+                        heads_cache_case c = {dts[d],     Ss[si],   v == 1,
+                                              starts[st], don == 1, false};
+                        heads_cache_check(&c, &seed);
+                    }
+    /* a strided cache, kept and given up */
+    for (int don = 0; don < 2; don++) {
+        heads_cache_case c = {EM_F32, 3, true, 1, don == 1, true};
+        heads_cache_check(&c, &seed);
+    }
+}
+
+EM_TEST(fast_heads_cache_validation) {
+    static const double v[96] = {0}; /* the largest array's zeros */
+    int64_t xs[3] = {1, 2, 24}, cs[4] = {1, 2, 4, 8},
+            bad_count[4] = {1, 3, 4, 8}, short_l[4] = {1, 2, 1, 8}, s1[1] = {1};
+    em_array *x = t_from_f64(v, xs, 3, EM_F32),
+             *cache = t_from_f64(v, cs, 4, EM_F32),
+             *c_count = t_from_f64(v, bad_count, 4, EM_F32),
+             *c_short = t_from_f64(v, short_l, 4, EM_F32),
+             *c_bf16 = t_from_f64(v, cs, 4, EM_BF16),
+             *i_1d = t_from_f64(v, s1, 1, EM_S32), *coff = NULL, *f_off = NULL,
+             *y = NULL;
+    CHECK_OK(em_scalar_s64(1, EM_S32, &coff));
+    CHECK_OK(em_scalar_s64(1, EM_F32, &f_off));
+    em_fast_heads_options o = {
+        .head_dim = 8, .first = 0, .count = 2, .cache = cache};
+    CHECK_ERR(em_fast_heads(x, &o, &y), EM_ERR_ARGUMENT,
+              "fast_heads: cache and cache_offset go together (got cache "
+              "without cache_offset)");
+    CHECK(y == NULL);
+    o.cache = NULL;
+    o.cache_offset = coff;
+    CHECK_ERR(em_fast_heads(x, &o, &y), EM_ERR_ARGUMENT,
+              "got cache_offset without cache");
+    o.cache = c_count;
+    CHECK_ERR(em_fast_heads(x, &o, &y), EM_ERR_ARGUMENT,
+              "fast_heads: cache f32[1,3,4,8] must be (B, count, L, "
+              "head_dim) = (1, 2, L >= 2, 8) of the dtype of x f32[1,2,24]");
+    o.cache = c_short;
+    CHECK_ERR(em_fast_heads(x, &o, &y), EM_ERR_ARGUMENT, "L >= 2");
+    o.cache = c_bf16;
+    CHECK_ERR(em_fast_heads(x, &o, &y), EM_ERR_ARGUMENT, "bf16[1,2,4,8]");
+    o.cache = cache;
+    o.cache_offset = f_off;
+    CHECK_ERR(em_fast_heads(x, &o, &y), EM_ERR_ARGUMENT,
+              "fast_heads: cache_offset f32[] must be a 0-d s32 or s64");
+    o.cache_offset = i_1d;
+    CHECK_ERR(em_fast_heads(x, &o, &y), EM_ERR_ARGUMENT, "cache_offset s32[1]");
+    o.cache_offset = coff;
+    CHECK_OK(em_fast_heads(x, &o, &y));
+    em_array *all[] = {x,    cache, c_count, c_short, c_bf16,
+                       i_1d, coff,  f_off,   y};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        em_array_release(all[i]);
 }

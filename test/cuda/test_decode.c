@@ -11,7 +11,11 @@
  * floor: the size of a sum of K products of values in [-3, 3]).
  * em_fast_heads likewise: q / k / v of a fused product's output at batch 1,
  * 4 and 16, several positions (speculative), partial and traditional
- * rotation, no norm weight, head_dim 256, large offsets.
+ * rotation, no norm weight, head_dim 256, large offsets; and its cache
+ * form (k and v written into a (B, count, L, head_dim) cache at a start
+ * in the middle, at the end, and clamped from above and below), with the
+ * cache kept by the caller (copied; the caller's GPU cache must keep its
+ * values) and given up before the evaluation (updated in place).
  */
 #include "cuda_test.h"
 #include "emily_fast.h"
@@ -98,18 +102,43 @@ typedef struct heads_case {
     int64_t dims; /* 0: no rotation */
     bool traditional;
     int64_t offset;
+    int64_t L, start; /* L > 0: written into a cache of L rows at start */
 } heads_case;
 
 static const heads_case heads_cases[] = {
-    {"q_qwen3", 1, 1, 4096, 128, 0, 16, true, true, 128, false, 511},
-    {"k_qwen3_b4", 4, 1, 4096, 128, 16, 8, true, true, 128, false, 8191},
-    {"v_plain", 16, 1, 4096, 128, 24, 8, false, false, 0, false, 0},
-    {"spec_s5_partial_traditional", 2, 5, 200, 40, 1, 3, true, false, 24,
-     true, 7},
-    {"d256", 1, 3, 512, 256, 1, 1, true, true, 256, false, 100000},
+    {"q_qwen3", 1, 1, 4096, 128, 0, 16, true, true, 128, false, 511, 0, 0},
+    {"k_qwen3_b4", 4, 1, 4096, 128, 16, 8, true, true, 128, false, 8191, 0, 0},
+    {"v_plain", 16, 1, 4096, 128, 24, 8, false, false, 0, false, 0, 0, 0},
+    {"spec_s5_partial_traditional", 2, 5, 200, 40, 1, 3, true, false, 24, true,
+     7, 0, 0},
+    {"d256", 1, 3, 512, 256, 1, 1, true, true, 256, false, 100000, 0, 0},
+    /* the cache form: the decode step's k and v at pos, the last row, a
+     * speculative step clamped from above (start 14 -> 11 of L = 16) and
+     * from below */
+    {"k_cache_b4_mid", 4, 1, 4096, 128, 16, 8, true, true, 128, false, 40, 64,
+     40},
+    {"v_cache_b16_last", 16, 1, 4096, 128, 24, 8, false, false, 0, false, 0, 64,
+     63},
+    {"spec_s5_cache_clamped_high", 2, 5, 200, 40, 1, 3, true, false, 24, true,
+     14, 16, 14},
+    {"cache_clamped_low_d256", 1, 3, 512, 256, 1, 1, true, true, 256, false, 3,
+     8, -5},
 };
 
-static void run_heads(const heads_case *c, em_dtype dt) {
+/* The CPU and GPU caches of a cache case (random, the same values) and
+ * their cache_offset, evaluated: then only the caller holds them. */
+static void heads_caches(const heads_case *c, em_dtype dt, em_array **cache,
+                         em_array **coff) {
+    const int64_t cs[4] = {c->B, c->count, c->L, c->D};
+    cache[0] = random_array(dt, cs, 4, false, 0);
+    die_on(em_scalar_s64(c->start, EM_S64, &coff[0]), "cache_offset");
+    die_on(em_to_device(cache[0], GPU, &cache[1]), "to_device");
+    die_on(em_to_device(coff[0], GPU, &coff[1]), "to_device");
+    die_on(em_eval(&cache[1], 1), "eval");
+}
+
+/* One case on both sides; with a cache (c->L > 0) donated or kept. */
+static void run_heads(const heads_case *c, em_dtype dt, bool donate) {
     const int64_t xs[3] = {c->B, c->S, c->N}, ns[1] = {c->D};
     em_array *x = random_array(dt, xs, 3, false, 0), *nw = NULL, *off = NULL;
     if (c->weight)
@@ -120,6 +149,9 @@ static void run_heads(const heads_case *c, em_dtype dt) {
     if (nw)
         die_on(em_to_device(nw, GPU, &gnw), "to_device");
     die_on(em_to_device(off, GPU, &goff), "to_device");
+    em_array *cache[2] = {NULL, NULL}, *coff[2] = {NULL, NULL};
+    if (c->L)
+        heads_caches(c, dt, cache, coff);
     em_array *out[2] = {NULL, NULL};
     em_array *xin[2] = {x, gx}, *nin[2] = {nw, gnw}, *oin[2] = {off, goff};
     for (int s = 0; s < 2; s++) {
@@ -132,11 +164,22 @@ static void run_heads(const heads_case *c, em_dtype dt) {
                                    .offset = c->dims ? oin[s] : NULL,
                                    .rope = {.dims = c->dims,
                                             .traditional = c->traditional,
-                                            .base = 1e6}};
+                                            .base = 1e6},
+                                   .cache = cache[s],
+                                   .cache_offset = coff[s]};
         die_on(em_fast_heads(xin[s], &o, &out[s]), c->name);
     }
+    if (donate) { /* the nodes are now the caches' only holders */
+        for (int s = 0; s < 2; s++) {
+            em_array_release(cache[s]);
+            cache[s] = NULL;
+        }
+    }
     char what[96];
-    snprintf(what, sizeof what, "fast_heads %s %s", c->name,
+    snprintf(what, sizeof what, "fast_heads %s%s %s", c->name,
+             !c->L    ? ""
+             : donate ? " donated"
+                      : " kept",
              em_dtype_name(dt));
     if (out[0] && out[1]) {
         /* values up to ~3 * 3 (normed rows times weights): floor 1; a
@@ -149,7 +192,14 @@ static void run_heads(const heads_case *c, em_dtype dt) {
     } else {
         record("decode", what, false, INFINITY);
     }
-    em_array *all[] = {x, nw, off, gx, gnw, goff, out[0], out[1]};
+    if (cache[1]) { /* kept (out was read): copied, not written */
+        char kept[128];
+        snprintf(kept, sizeof kept, "%s: the caller's cache", what);
+        double worst = compare(cache[0], cache[1], kept, 1);
+        record("decode", kept, worst <= 1, worst);
+    }
+    em_array *all[] = {x,        nw,       off,     gx,      gnw,    goff,
+                       cache[0], cache[1], coff[0], coff[1], out[0], out[1]};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         em_array_release(all[i]);
 }
@@ -167,7 +217,10 @@ void test_decode(void) {
                 continue;
             run_case(&cases[i], dts[t]);
         }
-        for (size_t i = 0; i < sizeof heads_cases / sizeof *heads_cases; i++)
-            run_heads(&heads_cases[i], dts[t]);
+        for (size_t i = 0; i < sizeof heads_cases / sizeof *heads_cases; i++) {
+            run_heads(&heads_cases[i], dts[t], false);
+            if (heads_cases[i].L)
+                run_heads(&heads_cases[i], dts[t], true);
+        }
     }
 }

@@ -36,6 +36,19 @@ defmodule Emily.Fast.Block do
   end
 
   @doc false
+  # The optional inputs of a block, in order: each true flag takes the
+  # next of `inputs`, each false one stands for nil.
+  def optional(inputs, flags) do
+    {taken, []} =
+      Enum.map_reduce(flags, inputs, fn
+        true, [t | rest] -> {t, rest}
+        false, rest -> {nil, rest}
+      end)
+
+    taken
+  end
+
+  @doc false
   def wrap(out, ref, inputs, op) do
     Util.wrap(out, Emily.check_finite(op, ref), inputs)
   end

@@ -36,22 +36,34 @@ defmodule Emily.Fast.Block.Heads do
     rope?: false,
     traditional: false,
     base: 10_000.0,
-    scale: 1.0
+    scale: 1.0,
+    cache?: false
   ]
 
   alias Emily.Fast.Block
 
   @impl true
   def emily_block(%__MODULE__{} = s, out, [x | rest]) do
-    nw = if s.norm_weight?, do: hd(rest)
-    offset = if s.rope?, do: List.last(rest)
+    [nw, offset, cache, cache_offset] =
+      Block.optional(rest, [s.norm_weight?, s.rope?, s.cache?, s.cache?])
 
-    case Block.refs(out, [x, nw]) do
+    # The kernel writes the heads in their own type into the cache: a cache
+    # of another type takes the composed route (the heads rounded to their
+    # type, then put into the cache, as the fallback computes it).
+    heads_type = Nx.Type.to_floating(if nw, do: Nx.Type.merge(x.type, nw.type), else: x.type)
+
+    refs =
+      if cache && cache.type != heads_type,
+        do: :fallback,
+        else: Block.refs(out, [x, nw, cache])
+
+    case refs do
       :fallback ->
         :fallback
 
-      [xr, nwr] ->
+      [xr, nwr, cr] ->
         off = if offset, do: Block.offset_ref(offset, xr)
+        coff = if cache_offset, do: Block.offset_ref(cache_offset, xr)
 
         ref =
           Emily.Native.fast_heads(
@@ -66,7 +78,9 @@ defmodule Emily.Fast.Block.Heads do
             s.dims,
             s.traditional,
             s.base,
-            s.scale
+            s.scale,
+            cr,
+            coff
           )
 
         Block.wrap(out, ref, [x], :fast_heads)
@@ -161,14 +175,8 @@ defmodule Emily.Fast.Decode do
 
     inputs = Enum.reject([x, w, nw, gate, residual], &is_nil/1)
 
-    # Nx.block calls the fallback with the struct and each input.
     fallback =
-      case length(inputs) do
-        2 -> fn s, x, w -> linear_fallback(s, x, w, [], type) end
-        3 -> fn s, x, w, a -> linear_fallback(s, x, w, [a], type) end
-        4 -> fn s, x, w, a, b -> linear_fallback(s, x, w, [a, b], type) end
-        5 -> fn s, x, w, a, b, c -> linear_fallback(s, x, w, [a, b, c], type) end
-      end
+      spread(length(inputs), fn s, [x, w | rest] -> linear_fallback(s, x, w, rest, type) end)
 
     Nx.block(struct, inputs, out, fallback)
   end
@@ -198,12 +206,18 @@ defmodule Emily.Fast.Decode do
     out_shape
   end
 
-  # Nx.block passes the inputs positionally; the optional ones arrive in
-  # the order norm_weight, gate, residual (those present).
+  # Nx.block calls its fallback with the struct and each input: a function
+  # of that arity handing the inputs on as a list.
+  defp spread(1, f), do: fn s, a -> f.(s, [a]) end
+  defp spread(2, f), do: fn s, a, b -> f.(s, [a, b]) end
+  defp spread(3, f), do: fn s, a, b, c -> f.(s, [a, b, c]) end
+  defp spread(4, f), do: fn s, a, b, c, d -> f.(s, [a, b, c, d]) end
+  defp spread(5, f), do: fn s, a, b, c, d, e -> f.(s, [a, b, c, d, e]) end
+
+  # The optional inputs arrive in the order norm_weight, gate, residual
+  # (those present).
   defp linear_fallback(s, x, w, rest, type) do
-    {nw, rest} = take(s.norm_weight?, rest)
-    {gate, rest} = take(s.gate?, rest)
-    {residual, []} = take(s.residual?, rest)
+    [nw, gate, residual] = Block.optional(rest, [s.norm_weight?, s.gate?, s.residual?])
     c = compute_type(type)
     x = Nx.as_type(x, c)
 
@@ -232,11 +246,19 @@ defmodule Emily.Fast.Decode do
   end
 
   @doc """
-  The decode step's head split with the per-head RMS norm and RoPE in one
-  kernel: heads `first .. first + count - 1` of `x` `{b, s, n}` (each of
-  `:head_dim` features) as `{b, count, s, head_dim}`, normed and rotated
-  at positions `offset + 0 .. s - 1` (`offset` an integer, a scalar
-  integer tensor, or `nil` for no rotation).
+  The decode step's head split with the per-head RMS norm, RoPE and the
+  KV-cache write in one kernel: heads `first .. first + count - 1` of `x`
+  `{b, s, n}` (each of `:head_dim` features) as `{b, count, s, head_dim}`,
+  normed and rotated at positions `offset + 0 .. s - 1` (`offset` an
+  integer, a scalar integer tensor, or `nil` for no rotation).
+
+  With `:cache` (`{b, count, l, head_dim}`, `l >= s`) the result is the
+  cache with the `s` new rows of every head written at `:cache_offset`:
+  `Nx.put_slice(cache, [0, 0, cache_offset, 0], heads)`, the offset
+  clamped into `[0, l - s]` as `Nx.put_slice/3` clamps. Under
+  `Emily.Backend` the kernel writes the rows straight into the cache, in
+  place when nothing else holds the cache's buffer (no copy of the cache
+  per token), so a decode step gives k and v to its cache in one call.
 
   ## Options
 
@@ -244,6 +266,11 @@ defmodule Emily.Fast.Decode do
     * `:norm`, `:norm_weight` (`{head_dim}`), `:eps` - as in `linear/3`.
     * `:dims` (defaults to `:head_dim`), `:traditional` (`false`), `:base`
       (`10_000.0`), `:scale` (`1.0`) - as in `Emily.Fast.rope/3`.
+    * `:cache` - the KV cache to write into, or `nil` (the heads alone).
+    * `:cache_offset` - required with `:cache`: the cache row of `x`'s
+      sequence index 0, an integer or a scalar integer tensor (separate
+      from `offset`: v has no rotation; in a decode step both are the
+      position).
   """
   deftransform heads(x, offset, opts) do
     opts =
@@ -257,7 +284,9 @@ defmodule Emily.Fast.Decode do
         dims: nil,
         traditional: false,
         base: 10_000.0,
-        scale: 1.0
+        scale: 1.0,
+        cache: nil,
+        cache_offset: nil
       ])
 
     x = Nx.to_tensor(x)
@@ -279,13 +308,17 @@ defmodule Emily.Fast.Decode do
             "Emily.Fast.heads: norm_weight must have shape {#{d}}, got #{inspect(nw.shape)}"
     end
 
-    offset = offset && heads_offset!(offset, x)
+    offset = offset && heads_offset!(offset, x, "offset")
     {b, sq, _} = x.shape
+    {cache, cache_offset} = heads_cache!(opts[:cache], opts[:cache_offset], x, {b, count, sq, d})
 
     type =
       if(nw, do: Nx.Type.merge(x.type, nw.type), else: x.type) |> Nx.Type.to_floating()
 
-    out = Nx.template({b, count, sq, d}, type)
+    out =
+      if cache,
+        do: Nx.template(cache.shape, Nx.Type.merge(type, cache.type)),
+        else: Nx.template({b, count, sq, d}, type)
 
     struct = %Block.Heads{
       head_dim: d,
@@ -298,38 +331,65 @@ defmodule Emily.Fast.Decode do
       rope?: offset != nil,
       traditional: opts[:traditional] == true,
       base: opts[:base] * 1.0,
-      scale: opts[:scale] * 1.0
+      scale: opts[:scale] * 1.0,
+      cache?: cache != nil
     }
 
-    fallback =
-      case {nw, offset} do
-        {nil, nil} -> fn s, x -> heads_fallback(s, x, [], type) end
-        {_, nil} -> fn s, x, a -> heads_fallback(s, x, [a], type) end
-        {nil, _} -> fn s, x, a -> heads_fallback(s, x, [a], type) end
-        _ -> fn s, x, a, b -> heads_fallback(s, x, [a, b], type) end
-      end
+    inputs = Enum.reject([x, nw, offset, cache, cache_offset], &is_nil/1)
 
-    Nx.block(struct, Enum.reject([x, nw, offset], &is_nil/1), out, fallback)
+    fallback =
+      spread(length(inputs), fn s, [x | rest] -> heads_fallback(s, x, rest, type, out.type) end)
+
+    Nx.block(struct, inputs, out, fallback)
   end
 
-  defp heads_offset!(offset, %Nx.Tensor{data: %Nx.Defn.Expr{}}) when is_integer(offset),
+  # The cache ({b, count, l, head_dim}, l >= s) and its offset, both or
+  # neither.
+  defp heads_cache!(nil, nil, _x, _heads_shape), do: {nil, nil}
+
+  defp heads_cache!(nil, _cache_offset, _x, _heads_shape),
+    do: raise(ArgumentError, "Emily.Fast.heads: :cache_offset given without :cache")
+
+  defp heads_cache!(_cache, nil, _x, _heads_shape),
+    do: raise(ArgumentError, "Emily.Fast.heads: :cache needs :cache_offset")
+
+  defp heads_cache!(cache, cache_offset, x, {b, count, sq, d}) do
+    cache = Nx.to_tensor(cache)
+
+    case cache.shape do
+      {^b, ^count, l, ^d} when l >= sq ->
+        {cache, heads_offset!(cache_offset, x, "cache_offset")}
+
+      shape ->
+        raise ArgumentError,
+              "Emily.Fast.heads: cache must be {#{b}, #{count}, l, #{d}} with l >= #{sq}, " <>
+                "got #{inspect(shape)}"
+    end
+  end
+
+  defp heads_offset!(offset, %Nx.Tensor{data: %Nx.Defn.Expr{}}, _what) when is_integer(offset),
     do: Nx.Defn.Expr.tensor(Nx.tensor(offset, type: :s32, backend: Nx.BinaryBackend))
 
-  defp heads_offset!(offset, _x) when is_integer(offset),
+  defp heads_offset!(offset, _x, _what) when is_integer(offset),
     do: Nx.tensor(offset, type: :s32, backend: Nx.BinaryBackend)
 
-  defp heads_offset!(%Nx.Tensor{shape: {}, type: {kind, _}} = offset, _x) when kind in [:s, :u] do
+  defp heads_offset!(%Nx.Tensor{shape: {}, type: {kind, _}} = offset, _x, _what)
+       when kind in [:s, :u] do
     if offset.type == {:s, 64}, do: offset, else: Nx.as_type(offset, :s32)
   end
 
-  defp heads_offset!(offset, _x) do
+  defp heads_offset!(offset, _x, what) do
     raise ArgumentError,
-          "Emily.Fast.heads: offset must be nil, an integer or a scalar integer tensor, got #{inspect(offset)}"
+          "Emily.Fast.heads: #{what} must be nil, an integer or a scalar integer tensor, " <>
+            "got #{inspect(offset)}"
   end
 
-  defp heads_fallback(s, x, rest, type) do
-    {nw, rest} = take(s.norm_weight?, rest)
-    {offset, []} = take(s.rope?, rest)
+  # The optional inputs arrive in the order norm_weight, offset, cache,
+  # cache_offset (those present).
+  defp heads_fallback(s, x, rest, type, out_type) do
+    [nw, offset, cache, cache_offset] =
+      Block.optional(rest, [s.norm_weight?, s.rope?, s.cache?, s.cache?])
+
     c = compute_type(type)
     {b, sq, _} = x.shape
 
@@ -362,11 +422,12 @@ defmodule Emily.Fast.Decode do
         h
       end
 
-    Nx.as_type(h, type)
-  end
+    h = Nx.as_type(h, type)
 
-  defp take(false, rest), do: {nil, rest}
-  defp take(true, [t | rest]), do: {t, rest}
+    if cache,
+      do: cache |> Nx.put_slice([0, 0, cache_offset, 0], h) |> Nx.as_type(out_type),
+      else: h
+  end
 
   defp compute_type({:f, 64}), do: {:f, 64}
   defp compute_type(_), do: {:f, 32}

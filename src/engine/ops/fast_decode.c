@@ -14,6 +14,7 @@
  * Outputs are split over the thread pool. No vjp: an inference kernel
  * (grad through it fails naming the primitive).
  */
+#include "copy.h"
 #include "emily_fast.h"
 #include "fast_decode_params.h"
 
@@ -229,15 +230,18 @@ em_status em_fast_linear(em_array *x, em_array *w,
 /* fast_heads: head split, per-head RMS norm and RoPE                        */
 /* ------------------------------------------------------------------------ */
 
-/* The CPU kernel: a unit is one output row (b, h, s) of head_dim features;
- * the row is normed into a compute-type buffer, then rotated pair by pair
- * with cos / sin of the angle computed in double and rounded to the
- * compute type (as em_rope), and stored once. */
+/* The CPU kernel: a unit is one computed row (b, h, s) of head_dim
+ * features; the row is normed into a compute-type buffer, then rotated pair
+ * by pair with cos / sin of the angle computed in double and rounded to
+ * the compute type (as em_rope), and stored once, at row start + s of the
+ * L rows of (b, h) in y: the heads themselves (L = S, start = 0) or the
+ * new rows of a cache. */
 typedef struct heads_job {
     const void *x, *nw;
     void *y;
     const double *inv; /* dims/2 inverse frequencies */
     int64_t B, S, N, D, first, count, half;
+    int64_t L, start; /* y's rows per head, the first one written */
     int64_t offset;
     double eps, scale;
     bool norm, rope, traditional;
@@ -249,12 +253,12 @@ typedef struct heads_job {
         const S_ *nw = j->nw;                                                  \
         C buf[EM_FAST_HEADS_MAX_DIM];                                          \
         for (int64_t u = u0; u < u1; u++) {                                    \
-            /* u = ((b * count) + h) * S + s: the output's row order */        \
+            /* u = ((b * count) + h) * S + s: the heads' row order */          \
             const int64_t s = u % j->S, h = (u / j->S) % j->count,             \
                           b = u / (j->S * j->count);                           \
             const S_ *xr = (const S_ *)j->x + (b * j->S + s) * j->N +          \
                            (j->first + h) * j->D;                              \
-            S_ *yr = (S_ *)j->y + u * j->D;                                    \
+            S_ *yr = (S_ *)j->y + ((u / j->S) * j->L + j->start + s) * j->D;   \
             C r = 1;                                                           \
             if (j->norm) {                                                     \
                 C ss = 0;                                                      \
@@ -289,11 +293,37 @@ EM_DTYPES_REALFLOAT(DEFINE_HEADS)
 static const em_range_fn heads_fns[EM_DTYPE_COUNT] = {
     EM_DTYPES_REALFLOAT(REG_HEADS)};
 
+/* The value of an evaluated 0-d s32 / s64 array (offset, cache_offset). */
+static int64_t heads_index(const em_array *a) {
+    return a->dtype == EM_S32 ? *(const int32_t *)em__data(a)
+                              : *(const int64_t *)em__data(a);
+}
+
+/* The output's buffer. With a cache (the next-to-last input): the cache's
+ * own when nothing else holds it, so that only the new rows are written
+ * (no copy of the cache per token); else a fresh one holding a copy of the
+ * cache, as em_dynamic_put_slice. */
+static em_status heads_alloc(em_array *node, const heads_params *p) {
+    if (!p->cache)
+        return em__alloc_output(node, NULL, 0);
+    em_array *cache = node->inputs[node->ninputs - 2];
+    em_buffer *cache_buffer = cache->buffer;
+    em_status st = em__alloc_output(node, &cache, 1);
+    if (st == EM_OK && node->buffer != cache_buffer && node->size > 0)
+        em__copy_array(em__data(node), cache);
+    return st;
+}
+
+/* em_dynamic_put_slice's clamp of a start: the S rows fit in [0, L). */
+static int64_t heads_cache_start(int64_t v, int64_t L, int64_t S) {
+    return v < 0 ? 0 : v > L - S ? L - S : v;
+}
+
 static em_status heads_eval(em_array *node) {
-    em_status st = em__alloc_output(node, NULL, 0);
+    const heads_params *p = node->params;
+    em_status st = heads_alloc(node, p);
     if (st != EM_OK || node->size == 0)
         return st;
-    const heads_params *p = node->params;
     const em_array *x = node->inputs[0];
     int k = 1;
     heads_job j;
@@ -313,11 +343,13 @@ static em_status heads_eval(em_array *node) {
     j.norm = p->norm;
     j.rope = p->rope;
     j.traditional = p->traditional;
+    j.L = node->shape[2]; /* S without a cache */
+    if (p->cache)
+        j.start = heads_cache_start(
+            heads_index(node->inputs[node->ninputs - 1]), j.L, j.S);
     double *inv = NULL;
     if (p->rope) {
-        const em_array *off = node->inputs[k++];
-        j.offset = off->dtype == EM_S32 ? *(const int32_t *)em__data(off)
-                                        : *(const int64_t *)em__data(off);
+        j.offset = heads_index(node->inputs[k++]);
         inv = malloc(sizeof *inv * (size_t)(j.half ? j.half : 1));
         if (!inv)
             return em__fail(EM_ERR_OOM, "fast_heads: out of memory");
@@ -325,7 +357,7 @@ static em_status heads_eval(em_array *node) {
             inv[i] = fast_decode_inv_freq(p->base, p->dims, i);
         j.inv = inv;
     }
-    em__parallel_units(node->size / j.D, j.D * (p->rope ? 4 : 1),
+    em__parallel_units(j.B * j.count * j.S, j.D * (p->rope ? 4 : 1),
                        heads_fns[node->dtype], &j);
     free(inv);
     return EM_OK;
@@ -334,12 +366,44 @@ static em_status heads_eval(em_array *node) {
 static const em_prim heads_prim = {"fast_heads", heads_eval, NULL,
                                    em__gpu_fast_heads_eval};
 
-em_status em_fast_heads(em_array *x, const em_fast_heads_options *o,
-                        em_array **out) {
-    if (out)
-        *out = NULL;
-    if (!x || !o || !out)
-        return em__fail(EM_ERR_ARGUMENT, "fast_heads: NULL argument");
+/* offset / cache_offset: NULL or a 0-d s32 / s64. */
+static em_status heads_check_index(const char *what, const em_array *a) {
+    em_desc da;
+    if (a && (a->ndim != 0 || (a->dtype != EM_S32 && a->dtype != EM_S64)))
+        return em__fail(EM_ERR_ARGUMENT,
+                        "fast_heads: %s %s must be a 0-d s32 or s64", what,
+                        em__describe(a, &da));
+    return EM_OK;
+}
+
+/* The cache is (B, count, L, head_dim) of x's dtype with L >= S, and comes
+ * with its cache_offset (the device is em__node_new's check). */
+static em_status heads_check_cache(const em_array *x,
+                                   const em_fast_heads_options *o) {
+    em_desc dx, dc;
+    if (!o->cache != !o->cache_offset)
+        return em__fail(EM_ERR_ARGUMENT,
+                        "fast_heads: cache and cache_offset go together (got "
+                        "%s without %s)",
+                        o->cache ? "cache" : "cache_offset",
+                        o->cache ? "cache_offset" : "cache");
+    const em_array *c = o->cache;
+    if (!c)
+        return EM_OK;
+    if (c->ndim != 4 || c->dtype != x->dtype || c->shape[0] != x->shape[0] ||
+        c->shape[1] != o->count || c->shape[2] < x->shape[1] ||
+        c->shape[3] != o->head_dim)
+        return em__fail(EM_ERR_ARGUMENT,
+                        "fast_heads: cache %s must be (B, count, L, head_dim) "
+                        "= (%lld, %lld, L >= %lld, %lld) of the dtype of x %s",
+                        em__describe(c, &dc), (long long)x->shape[0],
+                        (long long)o->count, (long long)x->shape[1],
+                        (long long)o->head_dim, em__describe(x, &dx));
+    return heads_check_index("cache_offset", o->cache_offset);
+}
+
+static em_status heads_check(const em_array *x,
+                             const em_fast_heads_options *o) {
     em_desc dx, dv;
     if (!em_dtype_is_float(x->dtype) || x->ndim != 3)
         return em__fail(EM_ERR_ARGUMENT,
@@ -367,12 +431,10 @@ em_status em_fast_heads(em_array *x, const em_fast_heads_options *o,
         return em__fail(EM_ERR_ARGUMENT,
                         "fast_heads: eps must be finite and >= 0, got %g",
                         o->eps);
+    em_status st = heads_check_index("offset", o->offset);
+    if (st != EM_OK)
+        return st;
     if (o->offset) {
-        const em_array *off = o->offset;
-        if (off->ndim != 0 || (off->dtype != EM_S32 && off->dtype != EM_S64))
-            return em__fail(EM_ERR_ARGUMENT,
-                            "fast_heads: offset %s must be a 0-d s32 or s64",
-                            em__describe(off, &dv));
         if (o->rope.dims < 2 || o->rope.dims % 2 || o->rope.dims > D ||
             o->rope.freqs)
             return em__fail(EM_ERR_ARGUMENT,
@@ -380,6 +442,19 @@ em_status em_fast_heads(em_array *x, const em_fast_heads_options *o,
                             "and at most head_dim %lld (freqs unsupported)",
                             (long long)o->rope.dims, (long long)D);
     }
+    return heads_check_cache(x, o);
+}
+
+em_status em_fast_heads(em_array *x, const em_fast_heads_options *o,
+                        em_array **out) {
+    if (out)
+        *out = NULL;
+    if (!x || !o || !out)
+        return em__fail(EM_ERR_ARGUMENT, "fast_heads: NULL argument");
+    em_status st = heads_check(x, o);
+    if (st != EM_OK)
+        return st;
+    const int64_t D = o->head_dim;
     heads_params p;
     memset(&p, 0, sizeof p); /* padding too: CSE compares the bytes */
     p.head_dim = D;
@@ -395,13 +470,23 @@ em_status em_fast_heads(em_array *x, const em_fast_heads_options *o,
         p.base = o->rope.base != 0 ? o->rope.base : 10000;
         p.scale = o->rope.scale != 0 ? o->rope.scale : 1;
     }
-    em_array *src[3] = {x, o->norm_weight, o->offset}, *in[3] = {NULL};
+    p.cache = o->cache != NULL;
+    /* The cache (src[3]) goes in as it is: the eval takes its buffer when
+     * it can, else copies it from any layout. The others row-contiguous. */
+    em_array *src[5] = {x, o->norm_weight, o->offset, o->cache,
+                        o->cache_offset},
+             *in[5] = {NULL};
     int n = 0;
-    em_status st = EM_OK;
-    for (int i = 0; i < 3 && st == EM_OK; i++)
-        if (src[i])
+    for (int i = 0; i < 5 && st == EM_OK; i++) {
+        if (i == 3 && src[i]) {
+            em_array_retain(src[i]);
+            in[n++] = src[i];
+        } else if (src[i]) {
             st = em_contiguous(src[i], &in[n++]);
-    const int64_t shape[4] = {x->shape[0], o->count, x->shape[1], D};
+        }
+    }
+    const int64_t shape[4] = {x->shape[0], o->count,
+                              o->cache ? o->cache->shape[2] : x->shape[1], D};
     if (st == EM_OK)
         st = em__node_new_params(&heads_prim, x->dtype, shape, 4, in, n, &p,
                                  sizeof p, out);

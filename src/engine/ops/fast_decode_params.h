@@ -26,10 +26,12 @@ static inline double fast_decode_inv_freq(double base, int64_t dims,
 }
 
 /* fast_heads. Inputs: x (B, S, N) row-contiguous, then norm_weight
- * (head_dim) when has_norm_weight, then offset (0-d s32/s64) when rope. */
+ * (head_dim) when has_norm_weight, then offset (0-d s32/s64) when rope,
+ * then, when cache, the cache (B, count, L, head_dim, any layout) and
+ * cache_offset (0-d s32/s64): the last two inputs. */
 typedef struct heads_params {
     int64_t head_dim, first, count, dims;
-    bool norm, has_norm_weight, rope, traditional;
+    bool norm, has_norm_weight, rope, traditional, cache;
     double eps, base, scale;
 } heads_params;
 

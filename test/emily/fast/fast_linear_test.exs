@@ -1,6 +1,7 @@
 defmodule Emily.Fast.FastLinearTest do
   # Emily.Native.fast_linear (em_fast_linear, the decode path's fused
-  # matrix-vector product) against the same formula composed in Nx.
+  # matrix-vector product) and fast_heads (em_fast_heads, with and without
+  # the KV-cache write) against the same formulas composed in Nx.
   use ExUnit.Case, async: true
   doctest Emily.Fast.Decode
 
@@ -47,7 +48,10 @@ defmodule Emily.Fast.FastLinearTest do
       heads |> Nx.multiply(Nx.rsqrt(Nx.add(ms, 1.0e-6))) |> Nx.transpose(axes: [0, 2, 1, 3])
 
     ref = emily(x).data.ref
-    out = Emily.Native.fast_heads(ref, 4, 1, 2, true, nil, 1.0e-6, nil, 0, false, 0.0, 0.0)
+
+    out =
+      Emily.Native.fast_heads(ref, 4, 1, 2, true, nil, 1.0e-6, nil, 0, false, 0.0, 0.0, nil, nil)
+
     got = native_result(out, {1, 2, 3, 4})
     assert Nx.all_close(got, expected, atol: 1.0e-5) |> Nx.to_number() == 1
   end
@@ -91,6 +95,98 @@ defmodule Emily.Fast.FastLinearTest do
     assert_raise ArgumentError, ~r/Emily.Fast.heads: x must be/, fn ->
       Emily.Fast.heads(x, nil, head_dim: 8, first: 5, count: 2)
     end
+  end
+
+  test "Emily.Fast.heads with :cache: the rows written into the cache, as Nx.put_slice", c do
+    x = Nx.reshape(Nx.concatenate([c.x, c.x, c.x]), {1, 3, 48})
+    nw = Nx.add(1.0, Nx.multiply(0.1, Nx.sin(Nx.iota({8}, type: :f32))))
+    cache = Nx.cos(Nx.multiply(Nx.iota({1, 3, 7, 8}, type: :f32), 0.05))
+    k_opts = [head_dim: 8, first: 1, count: 3, norm_weight: nw, base: 1.0e6]
+    v_opts = [head_dim: 8, first: 2, count: 3]
+
+    # k style (norm and RoPE at 5), v style (neither); starts in the middle,
+    # clamped from above (6 -> 4 of l = 7, s = 3) and below, as a tensor
+    for {offset, opts} <- [{5, k_opts}, {nil, v_opts}],
+        start <- [2, 6, Nx.tensor(-2, type: :s64)] do
+      heads = Emily.Fast.heads(x, offset, opts)
+      expected = Nx.put_slice(cache, [0, 0, start, 0], heads)
+      assert expected.data.__struct__ == Nx.BinaryBackend
+
+      cache_opts = opts ++ [cache: cache, cache_offset: start]
+      fallback = Emily.Fast.heads(x, offset, cache_opts)
+      assert fallback.shape == {1, 3, 7, 8}
+      assert Nx.all_close(fallback, expected, atol: 0.0, rtol: 0.0) |> Nx.to_number() == 1
+
+      start_e = if is_struct(start, Nx.Tensor), do: emily(start), else: start
+      native_opts = Keyword.merge(opts, cache: emily(cache), cache_offset: start_e)
+
+      native_opts =
+        if opts[:norm_weight],
+          do: Keyword.put(native_opts, :norm_weight, emily(nw)),
+          else: native_opts
+
+      native = Emily.Fast.heads(emily(x), offset, native_opts)
+      assert native.data.__struct__ == Emily.Backend
+
+      assert Nx.all_close(Nx.backend_transfer(native), expected, atol: 1.0e-5)
+             |> Nx.to_number() == 1
+    end
+
+    # under defn (Emily.Compiler): k written at the step's position
+    f =
+      Nx.Defn.jit(
+        fn x, nw, cache, pos ->
+          opts = Keyword.merge(k_opts, norm_weight: nw, cache: cache, cache_offset: pos)
+          Emily.Fast.heads(x, pos, opts)
+        end,
+        compiler: Emily.Compiler
+      )
+
+    pos = Nx.tensor(3)
+    got = f.(emily(x), emily(nw), emily(cache), emily(pos))
+    expected = Nx.put_slice(cache, [0, 0, 3, 0], Emily.Fast.heads(x, pos, k_opts))
+    assert Nx.all_close(Nx.backend_transfer(got), expected, atol: 1.0e-5) |> Nx.to_number() == 1
+
+    assert_raise ArgumentError, ~r/:cache needs :cache_offset/, fn ->
+      Emily.Fast.heads(x, nil, v_opts ++ [cache: cache])
+    end
+
+    assert_raise ArgumentError,
+                 ~r/cache must be \{1, 3, l, 8\} with l >= 3, got \{1, 3, 2, 8\}/,
+                 fn ->
+                   Emily.Fast.heads(
+                     x,
+                     nil,
+                     v_opts ++ [cache: Nx.slice_along_axis(cache, 0, 2, axis: 2), cache_offset: 0]
+                   )
+                 end
+  end
+
+  test "the engine checks the cache", c do
+    x = emily(Nx.reshape(c.x, {1, 3, 16})).data.ref
+    cache = emily(Nx.iota({1, 2, 2, 4}, type: :f32)).data.ref
+    off = emily(Nx.tensor(0)).data.ref
+
+    assert_raise ArgumentError,
+                 ~r/fast_heads: cache f32\[1,2,2,4\] must be \(B, count, L, head_dim\)/,
+                 fn ->
+                   Emily.Native.fast_heads(
+                     x,
+                     4,
+                     0,
+                     2,
+                     false,
+                     nil,
+                     0.0,
+                     nil,
+                     0,
+                     false,
+                     0.0,
+                     0.0,
+                     cache,
+                     off
+                   )
+                 end
   end
 
   test "Emily.Fast.linear checks shapes", c do
