@@ -6,8 +6,9 @@
 // The cost is reading K and V once, so the schedule is built around that:
 //   - a block owns one (batch, KV head), up to DEC_RT of the query rows
 //     that share that KV head (G = H / Hkv heads x Lq positions), and one
-//     chunk of the keys: the cache is split across blocks until about two
-//     blocks per SM are in flight (flash-decoding);
+//     chunk of the keys: the cache is split across blocks until one wave
+//     of two 8-warp blocks per SM streams it (flash-decoding), so every SM
+//     keeps 16 warps' loads in flight;
 //   - a key's row is read by LPK lanes with 16-byte loads (head dimension
 //     128 in bf16: 16 lanes of 8 elements, two keys per warp step), several
 //     keys' K and V rows loaded before any is used (loads in flight); each
@@ -16,9 +17,19 @@
 //   - each lane group keeps an online softmax (running max m, sum l, output
 //     slice acc) per query row, in f32; the groups of a warp merge by
 //     shuffles, the warps of a block through shared memory;
-//   - one chunk: the block writes the result; several: it writes (m, l,
-//     acc) and sdpa_decode_combine_kernel (a warp per query row) rescales
-//     the chunks to their common max and sums them.
+//   - the chunks of one (batch, KV head, row group) are combined in the
+//     same launch where they fit one thread-block cluster (up to
+//     DEC_CLUSTER, sm_90): each block leaves its (m, l, acc) in shared
+//     memory, the cluster synchronises, and each block finishes a slice of
+//     the output reading the others' states through distributed shared
+//     memory: no second launch, no workspace, no counter to reset (so
+//     graph replays and concurrent streams need nothing special);
+//   - more chunks (long caches over few sequences, to keep every SM
+//     streaming) write (m, l, acc) to a workspace and
+//     sdpa_decode_combine_kernel (a block per query row) merges them: the
+//     chunks' maxima and sums by lanes over chunks and warp shuffles, the
+//     accumulators by 16-byte loads split over groups of threads, all of
+//     a thread's loads independent (in flight together).
 // Masks (additive of q's dtype or boolean, broadcast through zero strides),
 // the causal limit with Lq != Lk, sinks and the scale are those of the
 // general kernel. K and V need unit stride along the head dimension and
@@ -27,20 +38,30 @@
 // called with them.
 #include "common.cuh"
 
+#include <cooperative_groups.h>
+
 namespace emc {
 
-constexpr int DEC_WARPS = 4;
-constexpr int DEC_RT_MAX = 4;     // query rows per block, at most
+namespace cg = cooperative_groups;
+
+// 8 warps: one step of a block loads 64 keys of K and V (bf16, D 128) at
+// once, so a 64-key chunk costs one memory round trip.
+constexpr int DEC_WARPS = 8;
+constexpr int DEC_RT_MAX = 4;         // query rows per block, at most
 constexpr int64_t DEC_MIN_CHUNK = 64; // keys per block, at least (splits)
+constexpr int DEC_CLUSTER = 8; // chunks combined in-launch (portable size)
+// Partial states in the workspace: (m, l, 2 pad, acc[HD]) per (row, chunk),
+// the pad keeping acc 16-byte aligned for the combine's vector loads.
+constexpr int DEC_PART_HEAD = 4;
 constexpr unsigned DEC_FULL = 0xffffffffu;
 
 template <int DTYPE, int HD, int RT> struct DecodeShape {
     using S = typename DT<DTYPE>::S;
     static constexpr int VEC = 16 / (int)sizeof(S);           // per load
     static constexpr int LPK = HD / VEC < 32 ? HD / VEC : 32; // lanes per key
-    static constexpr int PER = HD / LPK;   // elements per lane
+    static constexpr int PER = HD / LPK;    // elements per lane
     static constexpr int NLOAD = PER / VEC; // 16-byte loads per lane and row
-    static constexpr int KPW = 32 / LPK;   // keys per warp step
+    static constexpr int KPW = 32 / LPK;    // keys per warp step
     // Key steps whose loads are in flight at once (registers: 4 rows of
     // 8-element slices leave room for 2).
     static constexpr int UNROLL = NLOAD == 1 && RT * PER <= 16 ? 4 : 2;
@@ -98,19 +119,83 @@ __device__ __forceinline__ float dec_sink(const em_cuda_sdpa &j, int64_t h) {
                    : 0.f;
 }
 
-// grid (row groups x chunks, Hkv, B); DEC_WARPS warps.
+// Output row (b, h, i) of the (B, H, Lq, Dv) result for query row rr of
+// KV head kvh (rr -> head kvh * G + rr / Lq, position rr % Lq).
+__device__ __forceinline__ int64_t dec_out_row(const em_cuda_sdpa &j, int64_t b,
+                                               int64_t kvh, int64_t rr) {
+    const int64_t h = kvh * (j.H / j.Hkv) + rr / j.Lq, i = rr % j.Lq;
+    return (b * j.H + h) * j.Lq + i;
+}
+
+// Element e of output row `row` from its merged state (M, L, A).
+template <int DTYPE, int HD>
+__device__ __forceinline__ void dec_store(const em_cuda_sdpa &j, int64_t row,
+                                          int e, float M, float L, float A) {
+    using S = typename DT<DTYPE>::S;
+    const int64_t h = (row / j.Lq) % j.H;
+    const float f = dec_factor(M, L, j.sinks != nullptr, dec_sink<DTYPE>(j, h));
+    ((S *)j.out)[row * HD + e] = DT<DTYPE>::store(A * f);
+}
+
+// The fused combine: the cluster's blocks (the chunks of one row group,
+// block rank = chunk) have left their states in `fin` ([RT][HD + 2]: acc,
+// m, l); after the cluster barrier (which orders those shared-memory
+// writes before the reads) block c finishes elements c * blockDim + t,
+// stepping by the cluster's threads, reading every chunk's state through
+// distributed shared memory (independent loads, in flight together).
+template <int DTYPE, int HD>
+__device__ void dec_cluster_finish(const em_cuda_sdpa &j, float *fin, int nrows,
+                                   int64_t b, int64_t kvh, int64_t r0, int c) {
+    constexpr int ROW = HD + 2;
+    cg::cluster_group cl = cg::this_cluster();
+    cl.sync();
+    const int ns = (int)j.nsplit;
+    const float *st[DEC_CLUSTER];
+#pragma unroll
+    for (int s = 0; s < DEC_CLUSTER; s++)
+        st[s] = cl.map_shared_rank(fin, s < ns ? s : 0);
+    for (int t = c * (int)blockDim.x + (int)threadIdx.x; t < nrows * HD;
+         t += ns * (int)blockDim.x) {
+        const int r = t / HD, e = t % HD;
+        float ms[DEC_CLUSTER], M = -INFINITY;
+#pragma unroll
+        for (int s = 0; s < DEC_CLUSTER; s++) {
+            ms[s] = s < ns ? st[s][r * ROW + HD] : -INFINITY;
+            M = fmaxf(M, ms[s]);
+        }
+        float L = 0.f, A = 0.f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int s = 0; s < DEC_CLUSTER; s++) {
+                if (ms[s] == -INFINITY)
+                    continue;
+                const float f = expf(ms[s] - M);
+                L += st[s][r * ROW + HD + 1] * f;
+                A += st[s][r * ROW + e] * f;
+            }
+        }
+        dec_store<DTYPE, HD>(j, dec_out_row(j, b, kvh, r0 + r), e, M, L, A);
+    }
+    // No block may leave (its shared memory gone) while others read it.
+    cl.sync();
+}
+
+// grid (row groups x chunks, Hkv, B), the chunks of a row group adjacent
+// (a cluster of them when `fused`); DEC_WARPS warps, two blocks per SM (the
+// split count assumes it).
 template <int DTYPE, int HD, int RT>
-__global__ void __launch_bounds__(DEC_WARPS * 32)
+__global__ void __launch_bounds__(DEC_WARPS * 32, 2)
     sdpa_decode_kernel(em_cuda_sdpa j, float *partial, int64_t chunk,
-                       int64_t rgroups) {
+                       int fused) {
     using Sh = DecodeShape<DTYPE, HD, RT>;
     using S = typename DT<DTYPE>::S;
     constexpr int LPK = Sh::LPK, PER = Sh::PER, NLOAD = Sh::NLOAD,
                   KPW = Sh::KPW, U = Sh::UNROLL;
     __shared__ float red[DEC_WARPS][RT][HD + 2];
+    __shared__ float fin[RT][HD + 2]; // the block's state (fused)
 
     const int64_t b = blockIdx.z, kvh = blockIdx.y;
-    const int64_t rg = blockIdx.x % rgroups, c = blockIdx.x / rgroups;
+    const int64_t rg = blockIdx.x / j.nsplit, c = blockIdx.x % j.nsplit;
     const int64_t G = j.H / j.Hkv, R = G * j.Lq, r0 = rg * RT;
     const int nrows = R - r0 < RT ? (int)(R - r0) : RT;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -134,10 +219,11 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
                       pos[r] * j.q_st[2];
 #pragma unroll
         for (int e = 0; e < PER; e++)
-            q[r][e] = r < nrows ? DT<DTYPE>::load(
-                                      qr[(int64_t)(li * PER + e) * j.q_st[3]]) *
-                                      (float)j.scale
-                                : 0.f;
+            q[r][e] =
+                r < nrows
+                    ? DT<DTYPE>::load(qr[(int64_t)(li * PER + e) * j.q_st[3]]) *
+                          (float)j.scale
+                    : 0.f;
     }
 
     int64_t j_begin = c * chunk, j_end = j_begin + chunk;
@@ -174,12 +260,12 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
 #pragma unroll
             for (int n = 0; n < NLOAD; n++) {
                 if (key < j_end) {
-                    kr[u][n] = __ldg(reinterpret_cast<const uint4 *>(
-                                         kb + key * j.k_st[2]) +
-                                     n);
-                    vr[u][n] = __ldg(reinterpret_cast<const uint4 *>(
-                                         vb + key * j.v_st[2]) +
-                                     n);
+                    kr[u][n] = __ldg(
+                        reinterpret_cast<const uint4 *>(kb + key * j.k_st[2]) +
+                        n);
+                    vr[u][n] = __ldg(
+                        reinterpret_cast<const uint4 *>(vb + key * j.v_st[2]) +
+                        n);
                 } else {
                     kr[u][n] = make_uint4(0, 0, 0, 0);
                     vr[u][n] = make_uint4(0, 0, 0, 0);
@@ -203,10 +289,9 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
                     dot += __shfl_xor_sync(DEC_FULL, dot, o);
                 float s = key < j_end && r < nrows ? dot : -INFINITY;
                 if (s != -INFINITY && j.mask_kind) {
-                    const int64_t off = b * j.mask_st[0] +
-                                        head[r] * j.mask_st[1] +
-                                        pos[r] * j.mask_st[2] +
-                                        key * j.mask_st[3];
+                    const int64_t off =
+                        b * j.mask_st[0] + head[r] * j.mask_st[1] +
+                        pos[r] * j.mask_st[2] + key * j.mask_st[3];
                     if (j.mask_kind == 2)
                         s = ((const uint8_t *)j.mask)[off] ? s : -INFINITY;
                     else
@@ -279,84 +364,136 @@ __global__ void __launch_bounds__(DEC_WARPS * 32)
                 A += red[w][r][e] * f;
             }
         }
-        // Output row (b, h, i) of the (B, H, Lq, Dv) result.
-        const int64_t h = kvh * G + (r0 + r) / j.Lq, i = (r0 + r) % j.Lq;
-        const int64_t row = (b * j.H + h) * j.Lq + i;
+        const int64_t row = dec_out_row(j, b, kvh, r0 + r);
         if (j.nsplit == 1) {
-            const float f = dec_factor(M, L, j.sinks != nullptr,
-                                       dec_sink<DTYPE>(j, h));
-            ((S *)j.out)[row * HD + e] = DT<DTYPE>::store(A * f);
+            dec_store<DTYPE, HD>(j, row, e, M, L, A);
+        } else if (fused) {
+            fin[r][e] = A;
+            if (e == 0) {
+                fin[r][HD] = M;
+                fin[r][HD + 1] = L;
+            }
         } else {
-            float *p = partial + (row * j.nsplit + c) * (HD + 2);
+            float *p = partial + (row * j.nsplit + c) * (HD + DEC_PART_HEAD);
             if (e == 0) {
                 p[0] = M;
                 p[1] = L;
             }
-            p[2 + e] = A;
+            p[DEC_PART_HEAD + e] = A;
         }
     }
+    if (fused && j.nsplit > 1) // uniform over the cluster
+        dec_cluster_finish<DTYPE, HD>(j, &fin[0][0], nrows, b, kvh, r0, (int)c);
 }
 
-// One warp per output row: the chunks rescaled to their common max and
-// summed, then finished as the main kernel finishes an unsplit row.
-template <int DTYPE>
-__global__ void sdpa_decode_combine_kernel(em_cuda_sdpa j,
-                                           const float *partial) {
-    using S = typename DT<DTYPE>::S;
-    const int64_t nrows = j.B * j.H * j.Lq;
-    const int64_t row =
-        (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+// A block per output row (128 threads): the chunks' (m, l) by lanes over
+// chunks and warp reductions (every warp computes them; the loads hit L2),
+// then the accumulators: thread group g of NG sums chunks g, g + NG, ...
+// with one 16-byte load per chunk, its loads independent of each other,
+// and the groups meet in shared memory.
+constexpr int DEC_COMBINE_THREADS = 128;
+template <int DTYPE, int HD>
+__global__ void __launch_bounds__(DEC_COMBINE_THREADS)
+    sdpa_decode_combine_kernel(em_cuda_sdpa j, const float *partial) {
+    constexpr int F = HD / 4, NG = DEC_COMBINE_THREADS / F,
+                  STRIDE = HD + DEC_PART_HEAD;
+    static_assert(DEC_COMBINE_THREADS % F == 0, "head dimension");
+    __shared__ float4 red[NG][F];
+    const int64_t row = blockIdx.x, ns = j.nsplit;
+    const float *p = partial + row * ns * STRIDE;
     const int lane = threadIdx.x % 32;
-    if (row >= nrows)
-        return;
-    const int64_t h = (row / j.Lq) % j.H, Dv = j.Dv, ns = j.nsplit;
-    const float *p = partial + row * ns * (Dv + 2);
-    float M = -INFINITY, L = 0.f;
-    for (int64_t c = 0; c < ns; c++) {
-        const float mc = p[c * (Dv + 2)];
-        M = mc > M ? mc : M;
-    }
+    float M = -INFINITY;
+    for (int64_t c = lane; c < ns; c += 32)
+        M = fmaxf(M, p[c * STRIDE]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        M = fmaxf(M, __shfl_xor_sync(DEC_FULL, M, o));
+    float L = 0.f;
     if (M != -INFINITY)
-        for (int64_t c = 0; c < ns; c++) {
-            const float mc = p[c * (Dv + 2)];
+        for (int64_t c = lane; c < ns; c += 32) {
+            const float mc = p[c * STRIDE];
             if (mc != -INFINITY)
-                L += p[c * (Dv + 2) + 1] * expf(mc - M);
+                L += p[c * STRIDE + 1] * expf(mc - M);
         }
-    const float f =
-        dec_factor(M, L, j.sinks != nullptr, dec_sink<DTYPE>(j, h));
-    S *o = (S *)j.out + row * Dv;
-    for (int64_t e = lane; e < Dv; e += 32) {
-        float a = 0.f;
-        if (M != -INFINITY)
-            for (int64_t c = 0; c < ns; c++) {
-                const float mc = p[c * (Dv + 2)];
-                if (mc != -INFINITY)
-                    a += p[c * (Dv + 2) + 2 + e] * expf(mc - M);
-            }
-        o[e] = DT<DTYPE>::store(a * f);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        L += __shfl_xor_sync(DEC_FULL, L, o);
+    const int f = threadIdx.x % F, g = threadIdx.x / F;
+    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (M != -INFINITY) {
+#pragma unroll 4
+        for (int64_t c = g; c < ns; c += NG) {
+            const float *pc = p + c * STRIDE;
+            const float mc = pc[0];
+            const float4 v =
+                reinterpret_cast<const float4 *>(pc + DEC_PART_HEAD)[f];
+            const float w = mc == -INFINITY ? 0.f : expf(mc - M);
+            a.x += v.x * w;
+            a.y += v.y * w;
+            a.z += v.z * w;
+            a.w += v.w * w;
+        }
     }
+    red[g][f] = a;
+    __syncthreads();
+    if (g != 0)
+        return;
+#pragma unroll
+    for (int k = 1; k < NG; k++) {
+        a.x += red[k][f].x;
+        a.y += red[k][f].y;
+        a.z += red[k][f].z;
+        a.w += red[k][f].w;
+    }
+    dec_store<DTYPE, HD>(j, row, 4 * f, M, L, a.x);
+    dec_store<DTYPE, HD>(j, row, 4 * f + 1, M, L, a.y);
+    dec_store<DTYPE, HD>(j, row, 4 * f + 2, M, L, a.z);
+    dec_store<DTYPE, HD>(j, row, 4 * f + 3, M, L, a.w);
 }
 
+// The main kernel; fused (several chunks combined in-launch) as clusters of
+// j.nsplit blocks along x.
 template <int DTYPE, int HD, int RT>
 static int launch_decode_rt(Device *d, const em_cuda_sdpa &j, float *partial,
-                            int64_t chunk, int64_t rgroups) {
-    dim3 grid((unsigned)(rgroups * j.nsplit), (unsigned)j.Hkv,
-              (unsigned)j.B);
-    sdpa_decode_kernel<DTYPE, HD, RT>
-        <<<grid, DEC_WARPS * 32, 0, d->stream>>>(j, partial, chunk, rgroups);
+                            int64_t chunk, int64_t rgroups, bool fused) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim =
+        dim3((unsigned)(rgroups * j.nsplit), (unsigned)j.Hkv, (unsigned)j.B);
+    cfg.blockDim = dim3(DEC_WARPS * 32);
+    cfg.stream = d->stream;
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = (unsigned)j.nsplit;
+    cluster[0].val.clusterDim.y = 1;
+    cluster[0].val.clusterDim.z = 1;
+    if (fused && j.nsplit > 1) {
+        cfg.attrs = cluster;
+        cfg.numAttrs = 1;
+    }
+    EMC_TRY(cudaLaunchKernelEx(&cfg, sdpa_decode_kernel<DTYPE, HD, RT>, j,
+                               partial, chunk, (int)fused));
     EMC_LAUNCHED("sdpa decode kernel");
+    if (fused || j.nsplit == 1)
+        return 0;
+    sdpa_decode_combine_kernel<DTYPE, HD>
+        <<<(unsigned)(j.B * j.H * j.Lq), DEC_COMBINE_THREADS, 0, d->stream>>>(
+            j, partial);
+    EMC_LAUNCHED("sdpa decode combine kernel");
     return 0;
 }
 
 template <int DTYPE, int HD>
 static int launch_decode_hd(Device *d, const em_cuda_sdpa &j, float *partial,
-                            int64_t chunk, int64_t rgroups, int64_t R) {
+                            int64_t chunk, int64_t rgroups, int64_t R,
+                            bool fused) {
     if (R <= 1)
-        return launch_decode_rt<DTYPE, HD, 1>(d, j, partial, chunk, rgroups);
+        return launch_decode_rt<DTYPE, HD, 1>(d, j, partial, chunk, rgroups,
+                                              fused);
     if (R <= 2)
-        return launch_decode_rt<DTYPE, HD, 2>(d, j, partial, chunk, rgroups);
+        return launch_decode_rt<DTYPE, HD, 2>(d, j, partial, chunk, rgroups,
+                                              fused);
     return launch_decode_rt<DTYPE, HD, DEC_RT_MAX>(d, j, partial, chunk,
-                                                   rgroups);
+                                                   rgroups, fused);
 }
 
 // Whether the decode kernel takes the job (the engine asks the same before
@@ -395,52 +532,46 @@ int launch_sdpa_decode(Device *d, const em_cuda_sdpa *job) {
                     "sdpa decode: batch %lld x KV heads %lld too large for "
                     "one GPU grid",
                     (long long)j.B, (long long)j.Hkv);
-    // Split the keys until about two blocks per SM are in flight, keeping
-    // at least DEC_MIN_CHUNK keys per block.
-    int dev = 0, sms = 0;
-    EMC_TRY(cudaGetDevice(&dev));
-    EMC_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    // Split the keys into as many chunks as fill one wave of two blocks
+    // per SM (registers allow two: __launch_bounds__), rounding down: a
+    // second, partial wave costs more than longer chunks. At least
+    // DEC_MIN_CHUNK keys (one block step) per block. Up to DEC_CLUSTER
+    // chunks combine in-launch, more in the combine kernel; where
+    // DEC_CLUSTER chunks would take at most two block steps each, one
+    // launch beats a shorter chunk, so the split stops there.
     const int64_t base = j.B * j.Hkv * rgroups;
-    const int64_t want = (2 * (int64_t)sms + base - 1) / base;
+    const int64_t want = 2 * (int64_t)d->sms / base;
     const int64_t most = (j.Lk + DEC_MIN_CHUNK - 1) / DEC_MIN_CHUNK;
     int64_t ns = want < most ? want : most;
     if (ns < 1)
         ns = 1;
+    if (ns > DEC_CLUSTER && j.Lk <= 2 * DEC_MIN_CHUNK * DEC_CLUSTER)
+        ns = DEC_CLUSTER;
     const int64_t chunk = (j.Lk + ns - 1) / ns;
     ns = chunk ? (j.Lk + chunk - 1) / chunk : 1;
-    if (rgroups * ns > INT32_MAX)
+    const bool fused = ns <= DEC_CLUSTER;
+    if (rgroups * ns > INT32_MAX || j.B * j.H * j.Lq > INT32_MAX)
         return fail(EM_ERR_UNSUPPORTED, "sdpa decode: grid too large");
     j.nsplit = ns;
     Scratch part(d->stream);
-    if (ns > 1)
+    if (!fused)
         EMC_TRY(part.alloc((size_t)(j.B * j.H * j.Lq * ns) *
-                           (size_t)(j.Dv + 2) * sizeof(float)));
+                           (size_t)(j.Dv + DEC_PART_HEAD) * sizeof(float)));
     float *partial = (float *)part.p;
-    int rc = with_dtype(j.dtype, [&]<int DTYPE>() -> int {
+    return with_dtype(j.dtype, [&]<int DTYPE>() -> int {
         if constexpr (DTYPE != EM_F16 && DTYPE != EM_BF16 && DTYPE != EM_F32) {
             return fail(EM_ERR_ARGUMENT, "sdpa decode: dtype %d", DTYPE);
         } else {
-            int r;
             if (j.D == 64)
-                r = launch_decode_hd<DTYPE, 64>(d, j, partial, chunk, rgroups,
-                                                R);
-            else if (j.D == 128)
-                r = launch_decode_hd<DTYPE, 128>(d, j, partial, chunk,
-                                                 rgroups, R);
-            else
-                r = launch_decode_hd<DTYPE, 256>(d, j, partial, chunk,
-                                                 rgroups, R);
-            if (r || ns == 1)
-                return r;
-            const int64_t nrows = j.B * j.H * j.Lq;
-            sdpa_decode_combine_kernel<DTYPE>
-                <<<(unsigned)((nrows + 3) / 4), 128, 0, d->stream>>>(j,
-                                                                    partial);
-            EMC_LAUNCHED("sdpa decode combine kernel");
-            return 0;
+                return launch_decode_hd<DTYPE, 64>(d, j, partial, chunk,
+                                                   rgroups, R, fused);
+            if (j.D == 128)
+                return launch_decode_hd<DTYPE, 128>(d, j, partial, chunk,
+                                                    rgroups, R, fused);
+            return launch_decode_hd<DTYPE, 256>(d, j, partial, chunk, rgroups,
+                                                R, fused);
         }
     });
-    return rc;
 }
 
 } // namespace emc

@@ -8,7 +8,11 @@
  * 64, 128 and 256, batches, K and V read through a slice of a longer cache
  * (aligned rows: the decode kernel), and a layout it declines (rows of 130
  * elements cut to 128: not 16-byte aligned, the general kernel), in f32,
- * f16 and bf16. Within a few ulp of the output's scale (the two sum in
+ * f16 and bf16. The split schedule's classes (comments give the chunk
+ * count on a 132-SM GPU; the code picks it from the SM count): one chunk,
+ * chunks combined in-launch by a cluster (up to 8, the last one shorter),
+ * more chunks merged by the combine kernel (over 32: lanes loop over
+ * them), and a boolean window mask that masks whole chunks. Within a few ulp of the output's scale (the two sum in
  * other orders; halves compute in f32 on both and round once).
  */
 #include "cuda_test.h"
@@ -23,7 +27,9 @@ typedef struct decode_case {
     const char *name;
     int64_t B, H, Hkv, Lq, Lk, D;
     bool causal;
-    int mask; /* 0 none, 1 additive (1, H, Lq, Lk), 2 boolean (Lq, Lk) */
+    /* 0 none, 1 additive (1, H, Lq, Lk), 2 boolean (Lq, Lk), 3 boolean
+     * (Lq, Lk) that masks keys [Lk / 4, 3 Lk / 4): whole chunks */
+    int mask;
     bool sinks;
     int64_t cap;   /* > Lk: k and v are the first Lk positions of a cache */
     int64_t width; /* > D: k and v are the first D features of wider rows */
@@ -45,7 +51,41 @@ static const decode_case cases[] = {
     {"short_cache_one_key", 1, 16, 8, 1, 1, 128, false, 0, false, 0, 0, false},
     {"unaligned_rows_general", 1, 16, 8, 1, 700, 128, false, 0, false, 0, 130,
      false},
+    /* 8 chunks of 64 in one cluster (the Qwen3 layer's shape) */
+    {"cluster_l512", 1, 16, 8, 1, 512, 128, false, 0, false, 0, 0, false},
+    /* 8 chunks of 65, the last 60 */
+    {"cluster_l515", 1, 16, 8, 1, 515, 128, false, 0, false, 0, 0, false},
+    /* B 4: 8 chunks of 76, the last 69 */
+    {"cluster_b4_l601", 4, 16, 8, 1, 601, 128, false, 0, false, 0, 0, false},
+    /* B 16: 2 chunks of 256 */
+    {"cluster_b16_l512", 16, 16, 8, 1, 512, 128, false, 0, false, 0, 0, false},
+    /* 264 chunks of 76 over one KV head: the combine kernel, > 32 chunks */
+    {"combine_many_d64", 1, 4, 1, 1, 20000, 64, false, 0, false, 0, 0, false},
+    /* 79 chunks, head dimension 256 in the combine kernel */
+    {"combine_d256", 1, 8, 2, 1, 5000, 256, false, 0, true, 0, 0, false},
+    /* B 2: 16 chunks of 512, the last 511 */
+    {"combine_b2", 2, 16, 8, 1, 8191, 128, false, 0, false, 0, 0, false},
+    /* chunks 2-5 of 8 fully masked, with sinks */
+    {"cluster_masked_chunks", 1, 16, 8, 1, 512, 128, false, 3, true, 0, 0,
+     false},
+    /* 94 chunks, half of them fully masked, 2 query positions, causal */
+    {"combine_masked_chunks", 1, 4, 1, 2, 6000, 128, true, 3, false, 0, 0,
+     false},
 };
+
+/* Keep keys outside [lk / 4, 3 lk / 4) for every query position. */
+static em_array *window_keep_mask(int64_t lq, int64_t lk) {
+    const int64_t shape[2] = {lq, lk}, n = lq * lk;
+    uint8_t *keep = malloc((size_t)(n ? n : 1));
+    if (!keep)
+        die_on(EM_ERR_OOM, "mask");
+    for (int64_t i = 0; i < n; i++)
+        keep[i] = i % lk < lk / 4 || i % lk >= 3 * lk / 4;
+    em_array *mask = NULL;
+    die_on(em_from_data(keep, (size_t)n, shape, 2, EM_PRED, &mask), "mask");
+    free(keep);
+    return mask;
+}
 
 static void run_case(const decode_case *c, em_dtype dt) {
     const int64_t cap = c->cap > c->Lk ? c->cap : c->Lk;
@@ -56,8 +96,10 @@ static void run_case(const decode_case *c, em_dtype dt) {
     cpu_in[0] = random_array(dt, qs, 4, false, 0);
     cpu_in[1] = random_array(dt, ks, 4, false, 0);
     cpu_in[2] = random_array(dt, ks, 4, false, 0);
-    sdpa_random_extras(dt, c->mask, c->dead_row, c->sinks, c->H, c->Lq, c->Lk,
-                       cpu_in);
+    sdpa_random_extras(dt, c->mask == 3 ? 0 : c->mask, c->dead_row, c->sinks,
+                       c->H, c->Lq, c->Lk, cpu_in);
+    if (c->mask == 3)
+        cpu_in[3] = window_keep_mask(c->Lq, c->Lk);
     copy_to_gpu(cpu_in, gpu_in, 0, 5);
     /* the decode kernel reads K / V through views of a longer, wider cache */
     if (cap > c->Lk || width > c->D)
