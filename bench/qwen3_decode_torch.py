@@ -2,7 +2,7 @@
 """The Qwen3-0.6B-shaped decode step with a static KV cache: Emily
 (bench/qwen3_decode_bench.c) against PyTorch, in one run.
 
-    python3 bench/qwen3_decode_torch.py [path/to/qwen3_decode_bench] [B list] [L list]
+    python3 bench/qwen3_decode_torch.py [path/to/qwen3_decode_bench] [B list] [L list] [modes]
     e.g. python3 bench/qwen3_decode_torch.py build/qwen3_decode_bench 1 128,512
 
 The same step as the C benchmark: 28 layers, hidden 1024, 16 query / 8 KV
@@ -156,7 +156,9 @@ def main():
     exe = sys.argv[1] if len(sys.argv) > 1 else os.path.join("build", "qwen3_decode_bench")
     Bs = [int(b) for b in (sys.argv[2] if len(sys.argv) > 2 else "1,4,16").split(",")]
     Ls = [int(v) for v in (sys.argv[3] if len(sys.argv) > 3 else "128,512,2048,8192").split(",")]
-    emily = run_emily([exe, ",".join(map(str, Bs)), ",".join(map(str, Ls))])
+    # An optional fourth argument: Emily's modes (e.g. "fast,fast+graph").
+    modes = sys.argv[4:5]
+    emily = run_emily([exe, ",".join(map(str, Bs)), ",".join(map(str, Ls))] + modes)
     torch.manual_seed(0)
     w = Weights()
     print(f"\nGPU: {torch.cuda.get_device_name()}  torch {torch.__version__}")
