@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define EM_CUDA_API_VERSION 9
+#define EM_CUDA_API_VERSION 10 /* 10: em_cuda_heads writes into a KV cache */
 #define EM_CUDA_MAX_NDIM 16 /* = EM_MAX_NDIM */
 #define EM_CUDA_MAX_IN 3
 
