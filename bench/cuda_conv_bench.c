@@ -1,18 +1,19 @@
 /*
  * cuda_conv_bench.c — Emily's GPU conv timed from C with CUDA events, 3
- * warm-ups, median of 10, random data in [-1, 1); each case twice: the
- * default path (cuDNN when it loads and takes the case) and im2col + cuBLAS
- * GEMM forced (em_gpu_conv_set_path).
+ * warm-ups, median of 10, random data in [-1, 1); each case three times
+ * (em_gpu_conv_set_path): the default order (1x1 GEMM, depthwise kernel,
+ * cuDNN when it loads, im2col), cuDNN forced where it applies (the order
+ * before the 1x1 and depthwise paths) and im2col + cuBLAS GEMM forced.
  *
  *   make cuda build/cuda_conv_bench && python3 bench/cuda_conv_torch.py
  *
  * Prints "RESULT <name> <median ms> <TFLOP/s> TFLOP/s" per case, the name
- * ending in _im2col for the forced path, and "PATH <name> cudnn|im2col"
- * for the path the default took (read by
+ * ending in _cudnn or _im2col for the forced paths, and "PATH <name>
+ * gemm_1x1|depthwise|cudnn|im2col" for the path the default took (read by
  * bench/cuda_conv_torch.py, which times torch.nn.functional.conv2d on the
  * same shapes in the same run). Each timed iteration builds the conv node,
- * evaluates it (im2col into a scratch buffer, then the GEMM) and releases
- * the result. FLOPs: 2 * N * O * (C / groups) * kh * kw * H_out * W_out.
+ * evaluates it and releases the result. FLOPs: 2 * N * O * (C / groups) *
+ * kh * kw * H_out * W_out.
  */
 #include "cuda_bench_common.h"
 #include "emily.h"
@@ -33,6 +34,15 @@ static double time_conv(em_array *x, em_array *w, const em_conv_options *o) {
     conv_options = o;
     em_array *in[2] = {x, w};
     return time_op(op_conv, in);
+}
+
+/* The path whose counter moved between two stats. */
+static const char *path_taken(const em_gpu_conv_stats *a,
+                              const em_gpu_conv_stats *b) {
+    return b->gemm_1x1_runs > a->gemm_1x1_runs     ? "gemm_1x1"
+           : b->depthwise_runs > a->depthwise_runs ? "depthwise"
+           : b->cudnn_runs > a->cudnn_runs         ? "cudnn"
+                                                   : "im2col";
 }
 
 int main(void) {
@@ -72,22 +82,22 @@ int main(void) {
             double flops = 2.0 * cases[ci].n * cases[ci].o *
                            (double)(cases[ci].c / cases[ci].groups) *
                            cases[ci].k * cases[ci].k * hout * hout;
-            for (int path = 0; path < 2; path++) {
+            const em_gpu_conv_path paths[3] = {
+                EM_GPU_CONV_AUTO, EM_GPU_CONV_CUDNN, EM_GPU_CONV_IM2COL};
+            const char *suffix[3] = {"", "_cudnn", "_im2col"};
+            for (int pi = 0; pi < 3; pi++) {
                 em_gpu_conv_stats before, after;
-                em_gpu_conv_set_path(path ? EM_GPU_CONV_IM2COL
-                                          : EM_GPU_CONV_AUTO);
+                em_gpu_conv_set_path(paths[pi]);
                 em_gpu_conv_stats_get(&before);
                 double t = time_conv(x, w, &o);
                 em_gpu_conv_stats_get(&after);
-                const char *suffix = path ? "_im2col" : "";
                 printf("RESULT %s_%s%s %.4f %.2f TFLOP/s\n", cases[ci].name,
-                       em_dtype_name(dtypes[di]), suffix, t,
+                       em_dtype_name(dtypes[di]), suffix[pi], t,
                        flops / (t * 1e-3) / 1e12);
-                if (!path)
+                if (pi == 0)
                     printf("PATH %s_%s %s\n", cases[ci].name,
                            em_dtype_name(dtypes[di]),
-                           after.cudnn_runs > before.cudnn_runs ? "cudnn"
-                                                                : "im2col");
+                           path_taken(&before, &after));
                 fflush(stdout);
             }
             em_gpu_conv_set_path(EM_GPU_CONV_AUTO);

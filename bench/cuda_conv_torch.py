@@ -8,8 +8,10 @@ warm-ups, median of 10), then the same shapes in PyTorch timed the same way,
 twice for f32: exact (cuDNN's TF32 off, as Emily's default GEMM) and with
 PyTorch's default (TF32 allowed for convolutions). "ratio" is Emily's
 TFLOP/s over PyTorch's (above 1: Emily faster): "emily ms" is the default
-path (cuDNN when it loads and takes the case; "path" says which ran),
-"im2col ms" the im2col + GEMM path forced, "r im2col" its ratio.
+path ("path" says which ran: gemm_1x1, depthwise, cudnn or im2col),
+"cudnn ms" cuDNN forced where it applies (the order before the 1x1 and
+depthwise paths), "im2col ms" the im2col + GEMM path forced, "r im2col"
+its ratio.
 
 Floors for the first case (8 x 64 -> 64, 56 x 56, 3 x 3, pad 1), before any
 measurement: 2 * 8 * 64 * 576 * 3136 = 1.85 GFLOP; input and output 6.4 MB
@@ -21,10 +23,13 @@ patch matrix written once and read once by the GEMM (116 MB, ~28 us at
 patch traffic (~14 us): bound by the im2col bytes, so expect a larger gap
 to cuDNN there (an implicit-GEMM kernel is the fix).
 
-The default path is cuDNN now (src/cuda/cudnn_conv.cu: the legacy API, the
-heuristic's first algorithm, as PyTorch without cudnn.benchmark): expect
-ratio ~1 against "exact" (both FMA f32, or bf16 tensor cores); the "tf32"
-row is PyTorch's default, which Emily matches only with EMILY_CUDA_TF32=1.
+The default path for 3x3 convolutions is cuDNN (src/cuda/cudnn_conv.cu: the
+legacy API, the fastest of the heuristic's first candidates timed once per
+shape, as PyTorch with cudnn.benchmark); 1x1 convolutions run as one
+batched GEMM over the input in place, depthwise ones through a direct
+kernel (src/cuda/conv.cu). Expect ratio ~1 against "exact" (both FMA f32,
+or bf16 tensor cores); the "tf32" row is PyTorch's default, which Emily
+matches only with EMILY_CUDA_TF32=1.
 """
 import os
 import subprocess
@@ -93,8 +98,8 @@ def main():
     exe = sys.argv[1] if len(sys.argv) > 1 else os.path.join("build", "cuda_conv_bench")
     emily, paths = run_bench(exe)
     print(f"\nGPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  cuDNN {torch.backends.cudnn.version()}")
-    print(f"{'case':30} {'torch mode':>10} {'path':>6} {'emily ms':>9} {'im2col ms':>9} {'torch ms':>9}"
-          f" {'emily TF':>9} {'torch TF':>9} {'ratio':>6} {'r im2col':>8}")
+    print(f"{'case':30} {'torch mode':>10} {'path':>9} {'emily ms':>9} {'cudnn ms':>9} {'im2col ms':>9}"
+          f" {'torch ms':>9} {'emily TF':>9} {'torch TF':>9} {'ratio':>6} {'r im2col':>8}")
     for name, shape in CASES.items():
         for dname, dtype, modes in (("f32", torch.float32, (False, True)), ("bf16", torch.bfloat16, (False,))):
             key = f"{name}_{dname}"
@@ -102,14 +107,15 @@ def main():
                 continue
             ems, efig = emily[key]
             ims, ifig = emily.get(key + "_im2col", (float("nan"), float("nan")))
+            cms = emily.get(key + "_cudnn", (float("nan"),))[0]
             for tf32 in modes:
                 tms, tfig = torch_case(shape, dtype, tf32)
                 mode = "tf32" if tf32 else "exact"
-                print(f"{key:30} {mode:>10} {paths.get(key, '?'):>6} {ems:9.3f} {ims:9.3f} {tms:9.3f}"
+                print(f"{key:30} {mode:>10} {paths.get(key, '?'):>9} {ems:9.3f} {cms:9.3f} {ims:9.3f} {tms:9.3f}"
                       f" {efig:9.2f} {tfig:9.2f} {efig / tfig:6.2f} {ifig / tfig:8.2f}")
             if shape[6] == 1:
                 tu, tm = torch_parts(shape, dtype)
-                print(f"{'':30} {'unfold+mm':>10} {'':6} {'':9} {'':9} {tu + tm:9.3f}   (torch unfold {tu:.3f} + matmul {tm:.3f} ms)")
+                print(f"{'':30} {'unfold+mm':>10} {'':9} {'':9} {'':9} {'':9} {tu + tm:9.3f}   (torch unfold {tu:.3f} + matmul {tm:.3f} ms)")
 
 
 if __name__ == "__main__":

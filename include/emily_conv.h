@@ -54,25 +54,37 @@ em_status em_conv(em_array *input, em_array *kernel,
 
 /* ---- GPU convolution paths ------------------------------------------------
  *
- * On a GPU, f32/f16/bf16 convolutions without input dilation or batch
- * groups, with up to 3 spatial axes, run through cuDNN when libcudnn.so.9
- * can be loaded (EMILY_CUDNN_LIB names the library or its directory;
- * EMILY_CUDNN=0 turns it off) and takes the case (padding it cannot
- * express, asymmetric or negative, is applied to a copy of the input
- * first); every other case, and every case when cuDNN is absent, runs as
- * im2col + GEMM. */
+ * On a GPU, in this order (the first that applies runs):
+ *   1. 1x1 convolutions (1x1 kernel, unit strides, no padding or input
+ *      dilation, one group): one GEMM over the batches, the input read in
+ *      place when its positions are evenly spaced (row-major or
+ *      channels-last), else gathered first; every dtype.
+ *   2. depthwise convolutions (feature groups = input channels, no input
+ *      dilation or batch groups): a direct kernel; every dtype.
+ *   3. cuDNN, when libcudnn.so.9 can be loaded (EMILY_CUDNN_LIB names the
+ *      library or its directory; EMILY_CUDNN=0 turns it off): f32/f16/bf16
+ *      without input dilation or batch groups, up to 3 spatial axes
+ *      (padding it cannot express, asymmetric or negative, is applied to a
+ *      copy of the input first). The algorithm is the fastest of the
+ *      heuristic's first candidates, timed once per shape
+ *      (EMILY_CUDNN_AUTOTUNE=0: the heuristic's first).
+ *   4. im2col + GEMM: everything else; every dtype. */
 typedef enum em_gpu_conv_path {
-    EM_GPU_CONV_AUTO = 0,   /* cuDNN where it applies, else im2col */
+    EM_GPU_CONV_AUTO = 0,   /* the order above */
     EM_GPU_CONV_IM2COL = 1, /* always im2col (tests and benchmarks) */
+    EM_GPU_CONV_CUDNN = 2,  /* cuDNN where it applies, else im2col: no
+                               1x1 or depthwise paths (benchmarks) */
 } em_gpu_conv_path;
 
 /* Choose the path of GPU convolutions evaluated from now on (all threads). */
 em_status em_gpu_conv_set_path(em_gpu_conv_path path);
 
 typedef struct em_gpu_conv_stats {
-    int64_t cudnn_runs;  /* GPU convolutions cuDNN ran, since start */
-    int64_t im2col_runs; /* and those im2col ran */
-    int cudnn_available; /* 1 when libcudnn was loaded */
+    int64_t cudnn_runs;     /* GPU convolutions cuDNN ran, since start */
+    int64_t im2col_runs;    /* and those im2col + GEMM ran */
+    int64_t gemm_1x1_runs;  /* 1x1 convolutions run as one GEMM */
+    int64_t depthwise_runs; /* depthwise ones the direct kernel ran */
+    int cudnn_available;    /* 1 when libcudnn was loaded */
     char cudnn_status[512]; /* its version, or why it is not available */
 } em_gpu_conv_stats;
 

@@ -144,6 +144,11 @@ constexpr size_t dtype_bytes(int d) {
                                                         : 8;
 }
 template <class T> using wide_u = decltype(std::make_unsigned_t<T>(0) + 0u);
+template <int D>
+using work_t = std::conditional_t<
+    klass_of(D) == K_INT,
+    std::conditional_t<sizeof(typename DT<D>::S) == 8, uint64_t, uint32_t>,
+    typename DT<D>::C>;
 template <class F> inline int with_dtype(int d, F &&f) {
     switch (d) {
 #define EMC_CASE(E)                                                            \
@@ -162,4 +167,5 @@ int launch_window(Device *d, const em_cuda_window *w);
 int launch_window_scatter(Device *d, const em_cuda_window_scatter *s);
 int launch_erf_inv(Device *d, int dtype, const void *in, void *out, int64_t n);
 int launch_im2col(Device *d, const em_cuda_im2col *j);
+int launch_depthwise(Device *d, const em_cuda_depthwise *j);
 } // namespace emc

@@ -1,7 +1,8 @@
 // A host-memory stand-in for libemily_cuda.so (scripts/cuda_emulate.sh):
 // enough of the API for the conv / window / erf_inv tests (copies, same-dtype
 // strided casts, strided copies, a naive GEMM with the same accumulators as
-// gemm.cu) plus those families' kernels, emulated on the host.
+// gemm.cu, one stream, no cuDNN) plus those families' kernels, emulated on
+// the host.
 #include "common.cuh"
 #include <cstdlib>
 
@@ -104,6 +105,22 @@ static int window_scatter(int, const em_cuda_window_scatter *j) {
     return launch_window_scatter(&dev0, j);
 }
 static int im2col(int, const em_cuda_im2col *j) { return launch_im2col(&dev0, j); }
+static int depthwise_conv(int, const em_cuda_depthwise *j) {
+    return launch_depthwise(&dev0, j);
+}
+// One stream, nothing to order; no cuDNN (convolutions take the other paths).
+static void *current_stream(int) { return &dev0; }
+static int stream_wait(int, void *) { return 0; }
+static int cudnn_info(char *msg, size_t len) {
+    snprintf(msg, len, "emulated: no cuDNN");
+    return 0;
+}
+static int cudnn_conv_plan(int, const em_cuda_cudnn_conv *, int *supported,
+                           size_t *workspace_bytes) {
+    *supported = 0;
+    *workspace_bytes = 0;
+    return 0;
+}
 static em_cuda_api api;
 } // namespace emc
 
@@ -127,5 +144,10 @@ extern "C" const em_cuda_api *emily_cuda_get_api(void) {
     api.window_reduce = window_reduce;
     api.window_scatter = window_scatter;
     api.im2col = im2col;
+    api.depthwise_conv = depthwise_conv;
+    api.current_stream = current_stream;
+    api.stream_wait = stream_wait;
+    api.cudnn_info = cudnn_info;
+    api.cudnn_conv_plan = cudnn_conv_plan;
     return &api;
 }

@@ -134,6 +134,7 @@ int launch_window(Device *d, const em_cuda_window *w);
 int launch_window_scatter(Device *d, const em_cuda_window_scatter *s);
 int launch_erf_inv(Device *d, int dtype, const void *in, void *out, int64_t n);
 int launch_im2col(Device *d, const em_cuda_im2col *j);
+int launch_depthwise(Device *d, const em_cuda_depthwise *j);
 // Emily.Fast (fast.cu): the API entries themselves.
 int fast_rows(int dev, const em_cuda_fast_rows *job);
 int fast_rope(int dev, const em_cuda_fast_rope *job);

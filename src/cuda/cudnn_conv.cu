@@ -12,12 +12,20 @@
 // (nvidia/cublas/lib -> nvidia/cudnn/lib). EMILY_CUDNN=0 turns it off.
 // cudnn.h is included for its types and enums only.
 //
-// Per shape a plan (descriptors and the heuristic's first algorithm that
-// keeps the engine's precision) is built once and cached; the workspace
-// it needs comes from the engine's allocator (gpu_conv.c), so the run
-// allocates nothing. Precision: f16/bf16 accumulate in f32 with tensor
-// cores; f32 uses CUDNN_FMA_MATH (no TF32, like the GEMMs) unless
-// EMILY_CUDA_TF32=1 asks for TF32 (CUDNN_DEFAULT_MATH).
+// Per shape a plan (descriptors and an algorithm) is built once and
+// cached; the workspace it needs comes from the engine's allocator
+// (gpu_conv.c), so the run allocates nothing. The algorithm: of the
+// heuristic's first TIMED_CANDIDATES that keep the engine's precision and
+// fit MAX_WORKSPACE, the fastest, timed once when the plan is built on
+// scratch tensors of the plan's shapes (the heuristic's first choice is
+// not always its fastest; PyTorch's cudnn.benchmark times them too);
+// EMILY_CUDNN_AUTOTUNE=0 keeps the heuristic's first, as does a plan built
+// while the stream is captured into a CUDA graph or when the scratch does
+// not fit. Algorithms round differently, so results may differ in the last
+// bits between processes (never within one: the plan is kept).
+// Precision: f16/bf16 accumulate in f32 with tensor cores; f32 uses
+// CUDNN_FMA_MATH (no TF32, like the GEMMs) unless EMILY_CUDA_TF32=1 asks
+// for TF32 (CUDNN_DEFAULT_MATH).
 #include "common.cuh"
 
 #include <cublas_v2.h>
@@ -26,6 +34,7 @@
 #include <array>
 #include <atomic>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -255,6 +264,8 @@ static bool tf32_enabled() {
     return v && *v && *v != '0';
 }
 
+static bool autotune_enabled() { return !env_off("EMILY_CUDNN_AUTOTUNE"); }
+
 static PlanKey key_of(const em_cuda_cudnn_conv *j, bool tf32) {
     PlanKey k{};
     int i = 0;
@@ -333,9 +344,100 @@ static cudnnDataType_t data_type(int dtype) {
 // The largest workspace a plan may ask for; algorithms wanting more are
 // passed over for the next one.
 static constexpr size_t MAX_WORKSPACE = (size_t)1 << 30;
+// How many of the heuristic's usable algorithms are timed, and how many
+// runs each (after one that loads its kernels).
+static constexpr int TIMED_CANDIDATES = 6;
+static constexpr int TIMED_RUNS = 3;
 
-static int build_plan(Cudnn *c, cudnnHandle_t h, const em_cuda_cudnn_conv *j,
-                      bool tf32, Plan *p) {
+// An algorithm the plan may take: the math type it runs with and the
+// workspace it needs.
+struct Candidate {
+    cudnnConvolutionFwdAlgo_t algo;
+    cudnnMathType_t math;
+    size_t workspace;
+};
+
+// Device scratch for timing, zeroed (no NaN patterns) and freed on the
+// stream when it goes out of scope; false (the error cleared) when it
+// does not fit.
+static bool scratch(Scratch &s, size_t bytes, bool zero) {
+    if (s.alloc(bytes) != cudaSuccess ||
+        (zero && cudaMemsetAsync(s.p, 0, bytes, s.stream) != cudaSuccess)) {
+        cudaGetLastError();
+        return false;
+    }
+    return true;
+}
+
+// The index of the fastest of the n candidates, each run on scratch
+// tensors of the plan's shapes: once to load its kernels, then
+// TIMED_RUNS times between two events (this synchronises the stream,
+// once per plan). 0, the heuristic's first, when timing cannot be done
+// here: the stream is being captured into a CUDA graph, or the scratch
+// does not fit.
+static int fastest(Cudnn *c, cudnnHandle_t h, Device *d, const Dims &dm,
+                   int dtype, const Plan *p, const Candidate *cand, int n) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(d->stream, &capturing) != cudaSuccess ||
+        capturing != cudaStreamCaptureStatusNone) {
+        cudaGetLastError();
+        return 0;
+    }
+    size_t xn = 1, wn = 1, yn = 1, ws = 0;
+    for (int i = 0; i < dm.nd; i++) {
+        xn *= (size_t)dm.x[i];
+        wn *= (size_t)dm.w[i];
+        yn *= (size_t)dm.y[i];
+    }
+    for (int i = 0; i < n; i++)
+        ws = cand[i].workspace > ws ? cand[i].workspace : ws;
+    const size_t es = dtype_bytes(dtype);
+    Scratch x(d->stream), w(d->stream), y(d->stream), work(d->stream);
+    if (!scratch(x, xn * es, true) || !scratch(w, wn * es, true) ||
+        !scratch(y, yn * es, false) || !scratch(work, ws, false))
+        return 0;
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    if (cudaEventCreate(&e0) != cudaSuccess ||
+        cudaEventCreate(&e1) != cudaSuccess) {
+        cudaGetLastError();
+        if (e0)
+            cudaEventDestroy(e0);
+        return 0;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    int best = 0;
+    float best_ms = INFINITY;
+    for (int i = 0; i < n; i++) {
+        auto run = [&] {
+            return c->cudnnConvolutionForward(
+                h, &one, p->x, x.p, p->w, w.p, p->conv, cand[i].algo, work.p,
+                cand[i].workspace, &zero, p->y, y.p);
+        };
+        // A candidate cuDNN rejects here is passed over.
+        if (c->cudnnSetConvolutionMathType(p->conv, cand[i].math) !=
+                CUDNN_STATUS_SUCCESS ||
+            run() != CUDNN_STATUS_SUCCESS)
+            continue;
+        bool ok = cudaEventRecord(e0, d->stream) == cudaSuccess;
+        for (int r = 0; ok && r < TIMED_RUNS; r++)
+            ok = run() == CUDNN_STATUS_SUCCESS;
+        float ms = INFINITY;
+        ok = ok && cudaEventRecord(e1, d->stream) == cudaSuccess &&
+             cudaEventSynchronize(e1) == cudaSuccess &&
+             cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+        if (ok && ms < best_ms) {
+            best_ms = ms;
+            best = i;
+        }
+    }
+    cudaGetLastError();
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return best;
+}
+
+static int build_plan(Cudnn *c, cudnnHandle_t h, Device *dev,
+                      const em_cuda_cudnn_conv *j, bool tf32, Plan *p) {
     Dims d;
     if (!dims_of(j, &d))
         return 0; // unsupported: sizes beyond int
@@ -379,7 +481,10 @@ static int build_plan(Cudnn *c, cudnnHandle_t h, const em_cuda_cudnn_conv *j,
     EMC_STEP(cudnnGetConvolutionForwardAlgorithm_v7(
         h, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found,
         perf));
-    for (int i = 0; i < found; i++) {
+#undef EMC_STEP
+    Candidate cand[TIMED_CANDIDATES];
+    int n = 0;
+    for (int i = 0; i < found && n < TIMED_CANDIDATES; i++) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS)
             continue;
         // The descriptor runs with the math type the algorithm was rated
@@ -401,13 +506,21 @@ static int build_plan(Cudnn *c, cudnnHandle_t h, const em_cuda_cudnn_conv *j,
             h, p->x, p->w, p->conv, p->y, perf[i].algo, &ws);
         if (s != CUDNN_STATUS_SUCCESS || ws > MAX_WORKSPACE)
             continue;
-        p->algo = perf[i].algo;
-        p->workspace = ws;
-        p->supported = true;
-        return 0;
+        cand[n++] = {perf[i].algo, run_math, ws};
     }
-#undef EMC_STEP
-    return 0; // no algorithm: im2col
+    if (n == 0)
+        return 0; // no algorithm: im2col
+    const int best = n > 1 && autotune_enabled()
+                         ? fastest(c, h, dev, d, j->dtype, p, cand, n)
+                         : 0;
+    // The descriptor keeps the math type of the algorithm chosen.
+    if (c->cudnnSetConvolutionMathType(p->conv, cand[best].math) !=
+        CUDNN_STATUS_SUCCESS)
+        return 0;
+    p->algo = cand[best].algo;
+    p->workspace = cand[best].workspace;
+    p->supported = true;
+    return 0;
 }
 
 // A copy of the plan for j on dev (built on first use) in *out; false
@@ -442,7 +555,7 @@ static bool plan_for(int dev, Device *d, const em_cuda_cudnn_conv *j,
     if ((*rc = handle_for(c, dev, d, &h)) || !h)
         return false;
     Plan p;
-    if ((*rc = build_plan(c, h, j, tf32, &p)))
+    if ((*rc = build_plan(c, h, d, j, tf32, &p)))
         return false; // not cached: a failure may be transient (memory)
     *out = plans[dev][key] = p;
     return true;

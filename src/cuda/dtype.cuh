@@ -111,6 +111,15 @@ constexpr int real_dtype(int d) {
 template <class T>
 using wide_u = decltype(std::make_unsigned_t<T>(0) + 0u);
 
+// What sums of products and window sums accumulate in, as the CPU's work
+// types (conv.c's CONV_WORK, window.c's WIN_WORK): integers wrap in a 32-
+// or 64-bit unsigned type; other dtypes use their compute type.
+template <int D>
+using work_t = std::conditional_t<
+    klass_of(D) == K_INT,
+    std::conditional_t<sizeof(typename DT<D>::S) == 8, uint64_t, uint32_t>,
+    typename DT<D>::C>;
+
 template <class T> __device__ __forceinline__ bool is_neg(T x) {
     if constexpr (std::is_signed_v<T>)
         return x < 0;

@@ -24,7 +24,8 @@
 extern "C" {
 #endif
 
-#define EM_CUDA_API_VERSION 10 /* 10: em_cuda_heads writes into a KV cache */
+/* 10: em_cuda_heads writes into a KV cache, the depthwise_conv entry */
+#define EM_CUDA_API_VERSION 10
 #define EM_CUDA_MAX_NDIM 16 /* = EM_MAX_NDIM */
 #define EM_CUDA_MAX_IN 3
 
@@ -415,6 +416,29 @@ typedef struct em_cuda_cudnn_conv {
     size_t workspace_bytes;
 } em_cuda_cudnn_conv;
 
+/* Depthwise convolution, direct (conv.cu; gpu_conv.c fills it): feature
+ * groups equal to the c input channels, o = c * mult output channels,
+ * output channel oc reading input channel oc / mult, no input dilation.
+ * Each output element is its window's sum of x * w over the kernel taps
+ * that land inside the input (padding adds zeros, so it is never read),
+ * in row-major kernel order, accumulated as conv.c's work types (f32 for
+ * f16/bf16, wrapping 32/64-bit unsigned for integers) and rounded once.
+ * x: [n, c, in_sp...] at element strides (x_batch_stride, x_c_stride,
+ * in_st); w: [o, 1, k_sp...] row-major contiguous; y: [n, o, out_sp...]
+ * row-major contiguous. ns >= 1 spatial axes (a 0-d problem is one axis of
+ * size 1); L = prod(out_sp) < 2^31. Every dtype but pred. */
+typedef struct em_cuda_depthwise {
+    int dtype, ns;
+    int64_t n, c, mult, L;
+    int64_t x_batch_stride, x_c_stride;
+    int64_t in_sp[EM_CUDA_MAX_NDIM], in_st[EM_CUDA_MAX_NDIM],
+        k_sp[EM_CUDA_MAX_NDIM], out_sp[EM_CUDA_MAX_NDIM];
+    int64_t strides[EM_CUDA_MAX_NDIM], low[EM_CUDA_MAX_NDIM],
+        kdil[EM_CUDA_MAX_NDIM];
+    const void *x, *w;
+    void *y;
+} em_cuda_depthwise;
+
 /* The host cost of one launch, in parts (launch_probe.cu; cuda_bench
  * --eager prints it): microseconds per call of each way to queue an empty
  * kernel <<<1, 32>>> on this thread's stream, timed in batches of
@@ -628,6 +652,9 @@ typedef struct em_cuda_api {
     /* gpukern (issue 16): the parts of a launch's host cost, `iters`
      * launches per part (launch_probe.cu). */
     int (*launch_probe)(int dev, int iters, em_cuda_launch_probe *out);
+    /* gpukern (issue 16, version 10): depthwise convolution, direct
+     * (conv.cu; em_cuda_depthwise says what it computes). */
+    int (*depthwise_conv)(int dev, const em_cuda_depthwise *job);
 } em_cuda_api;
 
 /* The one symbol the plugin exports. */

@@ -396,6 +396,11 @@ static int im2col(int dev, const em_cuda_im2col *job) {
     return launch_im2col(d, job);
 }
 
+static int depthwise_conv(int dev, const em_cuda_depthwise *job) {
+    EMC_DEVICE(d, dev);
+    return launch_depthwise(d, job);
+}
+
 static int affine(int dev, const em_cuda_affine *job) {
     EMC_DEVICE(d, dev);
     return launch_affine(d, job);
@@ -604,6 +609,8 @@ static const em_cuda_api api = {
     cudnn_info,
     // gpukern (issue 16): host cost of a launch, in parts (launch_probe.cu)
     launch_probe,
+    // gpukern (issue 16, version 10): depthwise convolution (conv.cu)
+    depthwise_conv,
 };
 
 } // namespace emc

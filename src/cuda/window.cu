@@ -21,14 +21,6 @@
 
 namespace emc {
 
-// window.c's WIN_WORK: sums and products of integers wrap in a 32- or
-// 64-bit unsigned type; other dtypes accumulate in their compute type.
-template <int D>
-using win_work = std::conditional_t<
-    klass_of(D) == K_INT,
-    std::conditional_t<sizeof(typename DT<D>::S) == 8, uint64_t, uint32_t>,
-    typename DT<D>::C>;
-
 // The in-bounds box of the window at output coordinates idx: per axis
 // k in [kmin, kmax). Returns false when empty; *off is the strided input
 // offset and *flat the row-major input index of the box's first element.
@@ -111,7 +103,7 @@ template <int D, int OP> __global__ void window_kernel(em_cuda_window w) {
     using S = typename DT<D>::S;
     using C = typename DT<D>::C;
     constexpr bool fold = OP == EM_WINDOW_SUM || OP == EM_WINDOW_PRODUCT;
-    using A = std::conditional_t<fold, win_work<D>, C>;
+    using A = std::conditional_t<fold, work_t<D>, C>;
     const S *in = (const S *)w.in;
     S *out = (S *)w.out;
     int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -215,7 +207,7 @@ __global__ void scatter_add_kernel(em_cuda_window w, int64_t nout,
                                    const void *init, void *outp) {
     using S = typename DT<D>::S;
     using C = typename DT<D>::C;
-    using A = win_work<D>;
+    using A = work_t<D>;
     const S *src = (const S *)source;
     S *out = (S *)outp;
     const S first = *(const S *)init;

@@ -25,8 +25,8 @@ EM_TEST(conv_1d_every_dtype) {
      * out[j] = x0[j] - x0[j+1] + 2 x1[j] = 7, 9, 11 */
     double xv[8] = {0, 1, 2, 3, 4, 5, 6, 7}, kv[4] = {1, -1, 2, 0};
     int64_t xs[3] = {1, 2, 4}, ks[3] = {1, 2, 2};
-    em_dtype dts[] = {EM_F32, EM_F64, EM_F16, EM_BF16, EM_S32, EM_S8,
-                      EM_S64, EM_C64, EM_C128};
+    em_dtype dts[] = {EM_F32, EM_F64, EM_F16, EM_BF16, EM_S32,
+                      EM_S8,  EM_S64, EM_C64, EM_C128};
     em_conv_options o = copts(1, 1, 0, 0, 1, 1, 1, 1);
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
         em_array *x = t_from_f64(xv, xs, 3, dts[t]);
@@ -119,7 +119,8 @@ EM_TEST(conv_groups) {
 EM_TEST(conv_errors) {
     double v[8] = {0};
     int64_t xs[3] = {1, 2, 4}, ks[3] = {1, 3, 2}, ks2[3] = {1, 2, 2};
-    em_array *x = t_from_f64(v, xs, 3, EM_F32), *k = t_from_f64(v, ks, 3, EM_F32);
+    em_array *x = t_from_f64(v, xs, 3, EM_F32),
+             *k = t_from_f64(v, ks, 3, EM_F32);
     em_array *k64 = t_from_f64(v, ks2, 3, EM_F64), *out = NULL;
     em_conv_options o = copts(1, 1, 0, 0, 1, 1, 1, 1);
     CHECK_ERR(em_conv(x, k, &o, &out), EM_ERR_ARGUMENT, "conv");
@@ -142,16 +143,19 @@ EM_TEST(conv_gpu_path_and_stats) {
               "gpu_conv_set_path");
     CHECK_ERR(em_gpu_conv_stats_get(NULL), EM_ERR_ARGUMENT, "gpu_conv_stats");
     CHECK_OK(em_gpu_conv_set_path(EM_GPU_CONV_IM2COL));
+    CHECK_OK(em_gpu_conv_set_path(EM_GPU_CONV_CUDNN));
     CHECK_OK(em_gpu_conv_set_path(EM_GPU_CONV_AUTO));
     em_gpu_conv_stats s;
     memset(&s, 0xff, sizeof s);
     CHECK_OK(em_gpu_conv_stats_get(&s));
-    CHECK(s.cudnn_runs >= 0 && s.im2col_runs >= 0);
+    CHECK(s.cudnn_runs >= 0 && s.im2col_runs >= 0 && s.gemm_1x1_runs >= 0 &&
+          s.depthwise_runs >= 0);
     CHECK(s.cudnn_available == 0 || s.cudnn_available == 1);
     CHECK(s.cudnn_status[0] != '\0');
     CHECK(memchr(s.cudnn_status, '\0', sizeof s.cudnn_status) != NULL);
     if (!em_device_available(EM_DEVICE_GPU(0), NULL)) {
         CHECK(s.cudnn_available == 0);
-        CHECK(s.cudnn_runs == 0 && s.im2col_runs == 0);
+        CHECK(s.cudnn_runs == 0 && s.im2col_runs == 0 && s.gemm_1x1_runs == 0 &&
+              s.depthwise_runs == 0);
     }
 }

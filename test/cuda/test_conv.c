@@ -22,9 +22,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum nd_layout { ND_CONTIGUOUS, ND_SLICED, ND_REVERSED, ND_LAYOUTS };
-static const char *nd_names[ND_LAYOUTS] = {"contiguous", "sliced",
-                                           "transposed"};
+/* Every family runs the first ND_LAYOUTS layouts; conv also runs
+ * channels-last: (N, C, d...) as a view of an (N, d..., C) array. */
+enum nd_layout {
+    ND_CONTIGUOUS,
+    ND_SLICED,
+    ND_REVERSED,
+    ND_LAYOUTS,
+    ND_CHANNELS_LAST = ND_LAYOUTS,
+    ND_CONV_LAYOUTS
+};
+static const char *nd_names[ND_CONV_LAYOUTS] = {"contiguous", "sliced",
+                                                "transposed", "channels-last"};
 
 /* Views of layout l over `base` (a base_of array) on the CPU (*cpu) and
  * on the GPU (*gpu, base copied there first). */
@@ -33,7 +42,9 @@ static void views_of(em_array *base, int ndim, enum nd_layout l, em_array **cpu,
     const int64_t *bshape = em_array_shape(base);
     int perm[EM_MAX_NDIM];
     for (int i = 0; i < ndim; i++)
-        perm[i] = ndim - 1 - i;
+        perm[i] = l == ND_REVERSED ? ndim - 1 - i
+                  : i < 2          ? i * (ndim - 1)
+                                   : i - 1;
     em_array *moved = NULL;
     die_on(em_to_device(base, GPU, &moved), "to_device");
     em_array *sides[2] = {base, moved}, **outs[2] = {cpu, gpu};
@@ -46,7 +57,7 @@ static void views_of(em_array *base, int ndim, enum nd_layout l, em_array **cpu,
             for (int i = 0; i < ndim; i++)
                 step[i] = i == ndim - 1 ? 2 : 1;
             die_on(em_slice(sides[s], start, bshape, step, outs[s]), "slice");
-        } else if (l == ND_REVERSED) {
+        } else if (l == ND_REVERSED || (l == ND_CHANNELS_LAST && ndim > 2)) {
             die_on(em_transpose(sides[s], perm, ndim, outs[s]), "transpose");
         } else {
             em_array_retain(sides[s]);
@@ -58,12 +69,16 @@ static void views_of(em_array *base, int ndim, enum nd_layout l, em_array **cpu,
 
 /* The base array views_of cuts a `shape` view of layout l from: sliced
  * takes every other element of the last axis of a base twice as long;
- * transposed reverses the axes of a base of reversed shape. */
+ * transposed reverses the axes of a base of reversed shape; channels-last
+ * moves axis 1 of a base (shape[0], shape[2..], shape[1]) into place. */
 static em_array *base_of(em_dtype d, const int64_t *shape, int ndim,
                          enum nd_layout l, bool edges, int small) {
     int64_t bshape[EM_MAX_NDIM];
     for (int i = 0; i < ndim; i++)
         bshape[i] = l == ND_REVERSED ? shape[ndim - 1 - i] : shape[i];
+    if (l == ND_CHANNELS_LAST && ndim > 2)
+        for (int i = 1; i < ndim; i++)
+            bshape[i] = shape[i == ndim - 1 ? 1 : i + 1];
     if (l == ND_SLICED && ndim > 0)
         bshape[ndim - 1] = 2 * shape[ndim - 1];
     return random_array(d, bshape, ndim, edges, small);
@@ -257,92 +272,79 @@ void test_window(void) {
 
 /* ---- conv --------------------------------------------------------------- */
 
+/* The path a case must take by default (em_gpu_conv_stats), when it is
+ * one that needs no cuDNN. */
+enum conv_expect { ANY_PATH, GEMM_1X1, DEPTHWISE };
+
 typedef struct conv_case {
     const char *name;
     int ndim; /* of input and kernel */
     int64_t in[5], ker[5];
     int64_t strides[3], low[3], high[3], idil[3], kdil[3];
     int64_t fgroups, bgroups;
+    enum conv_expect expect;
 } conv_case;
 
+/* A table: one case per line or two. */
+/* clang-format off */
 static const conv_case conv_cases[] = {
-    {"1d stride 2 pad",
-     3,
-     {3, 4, 20},
-     {5, 4, 3},
-     {2},
-     {1},
-     {2},
-     {1},
-     {1},
-     1,
-     1},
-    {"2d groups dil negpad",
-     4,
-     {2, 6, 9, 11},
-     {4, 3, 3, 2},
-     {2, 1},
-     {1, -1},
-     {0, 2},
-     {1, 2},
-     {2, 1},
-     2,
-     1},
-    {"2d depthwise",
-     4,
-     {2, 4, 7, 7},
-     {8, 1, 3, 3},
-     {1, 1},
-     {1, 1},
-     {1, 1},
-     {1, 1},
-     {1, 1},
-     4,
-     1},
-    {"2d batch groups",
-     4,
-     {4, 3, 8, 8},
-     {6, 3, 3, 3},
-     {1, 2},
-     {0, 1},
-     {1, 0},
-     {1, 1},
-     {1, 2},
-     1,
-     2},
-    {"3d",
-     5,
-     {2, 2, 5, 6, 4},
-     {3, 2, 2, 3, 2},
-     {1, 2, 1},
-     {1, 0, 1},
-     {0, 1, 1},
-     {2, 1, 1},
-     {1, 1, 2},
-     1,
-     1},
-    {"0d spatial", 2, {3, 4}, {5, 4}, {0}, {0}, {0}, {0}, {0}, 1, 1},
+    {"1d stride 2 pad", 3, {3, 4, 20}, {5, 4, 3}, {2}, {1}, {2}, {1}, {1}, 1,
+     1, ANY_PATH},
+    {"2d groups dil negpad", 4, {2, 6, 9, 11}, {4, 3, 3, 2}, {2, 1}, {1, -1},
+     {0, 2}, {1, 2}, {2, 1}, 2, 1, ANY_PATH},
+    {"2d depthwise", 4, {2, 4, 7, 7}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1},
+     {1, 1}, {1, 1}, 4, 1, DEPTHWISE},
+    {"2d batch groups", 4, {4, 3, 8, 8}, {6, 3, 3, 3}, {1, 2}, {0, 1}, {1, 0},
+     {1, 1}, {1, 2}, 1, 2, ANY_PATH},
+    {"3d", 5, {2, 2, 5, 6, 4}, {3, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1},
+     {0, 1, 1}, {2, 1, 1}, {1, 1, 2}, 1, 1, ANY_PATH},
+    {"0d spatial", 2, {3, 4}, {5, 4}, {0}, {0}, {0}, {0}, {0}, 1, 1, GEMM_1X1},
     /* Cases cuDNN takes (symmetric padding, no input dilation, no batch
      * groups); the ones above mostly fall back to im2col. */
-    {"2d 3x3 pad 1", 4, {2, 8, 12, 10}, {16, 8, 3, 3}, {1, 1}, {1, 1},
-     {1, 1}, {1, 1}, {1, 1}, 1, 1},
+    {"2d 3x3 pad 1", 4, {2, 8, 12, 10}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1},
+     {1, 1}, {1, 1}, 1, 1, ANY_PATH},
     {"2d stride 2 dil 2 groups", 4, {3, 6, 13, 11}, {9, 2, 3, 3}, {2, 2},
-     {2, 2}, {2, 2}, {1, 1}, {2, 2}, 3, 1},
+     {2, 2}, {2, 2}, {1, 1}, {2, 2}, 3, 1, ANY_PATH},
     {"2d stride 2 high drops a window", 4, {2, 5, 10, 12}, {4, 5, 3, 3},
-     {2, 2}, {1, 1}, {0, 1}, {1, 1}, {1, 1}, 1, 1},
-    {"1d stride 3 dil 2", 3, {2, 5, 33}, {7, 5, 4}, {3}, {2}, {2}, {1}, {2},
-     1, 1},
+     {2, 2}, {1, 1}, {0, 1}, {1, 1}, {1, 1}, 1, 1, ANY_PATH},
+    {"1d stride 3 dil 2", 3, {2, 5, 33}, {7, 5, 4}, {3}, {2}, {2}, {1}, {2}, 1,
+     1, ANY_PATH},
     {"3d", 5, {2, 3, 6, 7, 5}, {4, 3, 3, 3, 2}, {1, 2, 1}, {1, 1, 0},
-     {1, 1, 0}, {1, 1, 1}, {1, 1, 2}, 1, 1},
+     {1, 1, 0}, {1, 1, 1}, {1, 1, 2}, 1, 1, ANY_PATH},
     {"2d depthwise 5x5", 4, {2, 12, 16, 16}, {12, 1, 5, 5}, {1, 1}, {2, 2},
-     {2, 2}, {1, 1}, {1, 1}, 12, 1},
+     {2, 2}, {1, 1}, {1, 1}, 12, 1, DEPTHWISE},
     /* Padding cuDNN cannot express, applied by gpu_conv.c first: 'same'
      * padding of a stride-2 conv (0 low, 1 high), and crops. */
-    {"2d stride 2 same padding", 4, {2, 4, 8, 8}, {6, 4, 3, 3}, {2, 2},
-     {0, 0}, {1, 1}, {1, 1}, {1, 1}, 1, 1},
+    {"2d stride 2 same padding", 4, {2, 4, 8, 8}, {6, 4, 3, 3}, {2, 2}, {0, 0},
+     {1, 1}, {1, 1}, {1, 1}, 1, 1, ANY_PATH},
     {"2d crop and pad", 4, {2, 3, 9, 8}, {4, 3, 3, 2}, {2, 1}, {-1, 2},
-     {1, -1}, {1, 1}, {1, 2}, 1, 1},
+     {1, -1}, {1, 1}, {1, 2}, 1, 1, ANY_PATH},
+    /* 1x1: one GEMM over x in place (contiguous: as stored; channels-last:
+     * transposed) or gathered first (sliced, transposed); one position
+     * (L = 1), one channel, kernel dilation (no effect on a 1x1 kernel). */
+    {"2d 1x1", 4, {3, 16, 7, 9}, {24, 16, 1, 1}, {1, 1}, {0, 0}, {0, 0},
+     {1, 1}, {1, 1}, 1, 1, GEMM_1X1},
+    {"1d 1x1 one channel", 3, {5, 1, 13}, {4, 1, 1}, {1}, {0}, {0}, {1}, {1},
+     1, 1, GEMM_1X1},
+    {"3d 1x1 one position", 5, {4, 6, 1, 1, 1}, {5, 6, 1, 1, 1}, {1, 1, 1},
+     {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, {1, 1, 1}, 1, 1, GEMM_1X1},
+    {"2d 1x1 batch 1 kernel dilation", 4, {1, 33, 5, 6}, {7, 33, 1, 1}, {1, 1},
+     {0, 0}, {0, 0}, {1, 1}, {2, 3}, 1, 1, GEMM_1X1},
+    /* Depthwise (the direct kernel): multipliers 1 and 2, strides,
+     * padding incl. crops, dilation, windows wholly in the padding, 1-3
+     * spatial axes (3: the kernel's any-rank instance). */
+    {"2d depthwise x2 stride 2 dil 2", 4, {2, 3, 11, 10}, {6, 1, 3, 3}, {2, 2},
+     {2, 1}, {1, 2}, {1, 1}, {2, 2}, 3, 1, DEPTHWISE},
+    {"1d depthwise stride 2 pad", 3, {3, 5, 17}, {5, 1, 4}, {2}, {2}, {1}, {1},
+     {1}, 5, 1, DEPTHWISE},
+    {"2d depthwise crop", 4, {2, 4, 9, 8}, {4, 1, 3, 2}, {1, 2}, {-1, 1},
+     {0, -1}, {1, 1}, {1, 1}, 4, 1, DEPTHWISE},
+    {"2d depthwise windows in padding", 4, {1, 2, 3, 3}, {4, 1, 2, 2}, {1, 1},
+     {3, 0}, {2, 3}, {1, 1}, {1, 1}, 2, 1, DEPTHWISE},
+    {"3d depthwise x2", 5, {2, 2, 5, 6, 4}, {4, 1, 2, 3, 2}, {1, 2, 1},
+     {1, 0, 1}, {0, 1, 1}, {1, 1, 1}, {1, 1, 2}, 2, 1, DEPTHWISE},
 };
+/* clang-format on */
 #define NCONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
 static double conv_tol(em_dtype d) {
@@ -353,26 +355,38 @@ static double conv_tol(em_dtype d) {
                                            : 0;
 }
 
-/* Every case on one GPU path (em_gpu_conv_set_path), against the CPU. */
+static em_conv_options conv_options_of(const conv_case *c) {
+    em_conv_options o;
+    memset(&o, 0, sizeof o);
+    for (int i = 0; i < c->ndim - 2; i++) {
+        o.strides[i] = c->strides[i];
+        o.pad_low[i] = c->low[i];
+        o.pad_high[i] = c->high[i];
+        o.input_dilation[i] = c->idil[i];
+        o.kernel_dilation[i] = c->kdil[i];
+    }
+    o.feature_groups = c->fgroups;
+    o.batch_groups = c->bgroups;
+    return o;
+}
+
+/* The runs of the path `e` in s. */
+static int64_t runs_of(const em_gpu_conv_stats *s, enum conv_expect e) {
+    return e == GEMM_1X1 ? s->gemm_1x1_runs : s->depthwise_runs;
+}
+
+/* Every case on one GPU path (em_gpu_conv_set_path), against the CPU; by
+ * default, the cases that expect a path must take it. */
 static void conv_cases_on(em_gpu_conv_path path) {
+    static const char *suffix[3] = {"", " im2col", " cudnn"};
     for (int ci = 0; ci < NCONV_CASES; ci++)
         for (int di = 0; di < NDTYPES; di++)
-            for (int l = 0; l < ND_LAYOUTS; l++) {
+            for (int l = 0; l < ND_CONV_LAYOUTS; l++) {
                 const conv_case *c = &conv_cases[ci];
                 em_dtype d = all_dtypes[di];
                 if (skip_dtype(d) || d == EM_PRED)
                     continue;
-                em_conv_options o;
-                memset(&o, 0, sizeof o);
-                for (int i = 0; i < c->ndim - 2; i++) {
-                    o.strides[i] = c->strides[i];
-                    o.pad_low[i] = c->low[i];
-                    o.pad_high[i] = c->high[i];
-                    o.input_dilation[i] = c->idil[i];
-                    o.kernel_dilation[i] = c->kdil[i];
-                }
-                o.feature_groups = c->fgroups;
-                o.batch_groups = c->bgroups;
+                em_conv_options o = conv_options_of(c);
                 /* Finite inputs (a norm has no room for NaN); the layout
                  * applies to input and kernel (the kernel then packed). */
                 em_array *ic = NULL, *ig = NULL, *kc = NULL, *kg = NULL,
@@ -381,50 +395,89 @@ static void conv_cases_on(em_gpu_conv_path path) {
                           &ig);
                 make_pair(d, c->ker, c->ndim, (enum nd_layout)l, false, 0, &kc,
                           &kg);
-                char what[96];
+                char what[128];
                 snprintf(what, sizeof what, "conv %s %s %s%s", c->name,
-                         em_dtype_name(d), nd_names[l],
-                         path == EM_GPU_CONV_IM2COL ? " im2col" : "");
+                         em_dtype_name(d), nd_names[l], suffix[path]);
                 die_on(em_conv(ic, kc, &o, &rc), what);
+                em_gpu_conv_stats s0, s1;
+                die_on(em_gpu_conv_stats_get(&s0), "conv stats");
                 em_status st = em_conv(ig, kg, &o, &rg);
                 if (st != EM_OK)
                     printf("  %s: %s\n", what, em_last_error());
+                else
+                    die_on(em_eval(&rg, 1), what);
+                die_on(em_gpu_conv_stats_get(&s1), "conv stats");
                 double tol = conv_tol(d);
                 double w = !rc || !rg ? INFINITY
                            : tol > 0  ? compare_norm(rc, rg, tol)
                                       : compare(rc, rg, what, 0);
                 record("conv", what, w <= 1, w);
+                if (path == EM_GPU_CONV_AUTO && c->expect != ANY_PATH) {
+                    char took[160];
+                    snprintf(took, sizeof took, "%s: the %s path ran", what,
+                             c->expect == GEMM_1X1 ? "1x1 GEMM" : "depthwise");
+                    record("conv", took,
+                           runs_of(&s1, c->expect) - runs_of(&s0, c->expect) ==
+                               1,
+                           0);
+                }
                 em_array *arr[] = {ic, ig, kc, kg, rc, rg};
                 release_all(arr, 6);
             }
 }
 
+/* Runs of every path between two stats. */
+static int64_t all_runs(const em_gpu_conv_stats *a,
+                        const em_gpu_conv_stats *b) {
+    return (b->cudnn_runs - a->cudnn_runs) + (b->im2col_runs - a->im2col_runs) +
+           (b->gemm_1x1_runs - a->gemm_1x1_runs) +
+           (b->depthwise_runs - a->depthwise_runs);
+}
+
 void test_conv(void) {
-    /* cuDNN where it applies (when it loads), then im2col for every case;
-     * the counters say which path ran. */
-    em_gpu_conv_stats s0, s1, s2;
+    /* The default order (1x1 GEMM, depthwise, cuDNN when it loads,
+     * im2col), then im2col forced for every case, then cuDNN forced where
+     * it applies (when it loads); the counters say which path ran. */
+    em_gpu_conv_stats s0, s1, s2, s3;
     die_on(em_gpu_conv_stats_get(&s0), "conv stats");
     printf("  conv: %s\n", s0.cudnn_status);
     conv_cases_on(EM_GPU_CONV_AUTO);
     die_on(em_gpu_conv_stats_get(&s1), "conv stats");
     die_on(em_gpu_conv_set_path(EM_GPU_CONV_IM2COL), "conv path");
     conv_cases_on(EM_GPU_CONV_IM2COL);
-    die_on(em_gpu_conv_set_path(EM_GPU_CONV_AUTO), "conv path");
     die_on(em_gpu_conv_stats_get(&s2), "conv stats");
-    const int64_t cudnn = s1.cudnn_runs - s0.cudnn_runs;
-    const int64_t fallback = s1.im2col_runs - s0.im2col_runs;
-    printf("  conv paths: %lld cuDNN, %lld im2col (auto); %lld cuDNN, %lld "
-           "im2col (forced im2col)\n",
-           (long long)cudnn, (long long)fallback,
-           (long long)(s2.cudnn_runs - s1.cudnn_runs),
-           (long long)(s2.im2col_runs - s1.im2col_runs));
-    if (s0.cudnn_available)
+    if (s0.cudnn_available) {
+        die_on(em_gpu_conv_set_path(EM_GPU_CONV_CUDNN), "conv path");
+        conv_cases_on(EM_GPU_CONV_CUDNN);
+    }
+    die_on(em_gpu_conv_set_path(EM_GPU_CONV_AUTO), "conv path");
+    die_on(em_gpu_conv_stats_get(&s3), "conv stats");
+    printf("  conv paths (auto): %lld 1x1 GEMM, %lld depthwise, %lld cuDNN, "
+           "%lld im2col; forced im2col: %lld im2col of %lld; forced cuDNN: "
+           "%lld cuDNN, %lld im2col\n",
+           (long long)(s1.gemm_1x1_runs - s0.gemm_1x1_runs),
+           (long long)(s1.depthwise_runs - s0.depthwise_runs),
+           (long long)(s1.cudnn_runs - s0.cudnn_runs),
+           (long long)(s1.im2col_runs - s0.im2col_runs),
+           (long long)(s2.im2col_runs - s1.im2col_runs),
+           (long long)all_runs(&s1, &s2),
+           (long long)(s3.cudnn_runs - s2.cudnn_runs),
+           (long long)(s3.im2col_runs - s2.im2col_runs));
+    if (s0.cudnn_available) {
         record("conv", "conv cuDNN path ran (auto) and fallbacks too",
-               cudnn > 0 && fallback > 0, 0);
-    else
+               s1.cudnn_runs > s0.cudnn_runs && s1.im2col_runs > s0.im2col_runs,
+               0);
+        record("conv", "conv forced cuDNN: cuDNN and im2col only",
+               s3.cudnn_runs > s2.cudnn_runs &&
+                   s3.gemm_1x1_runs == s2.gemm_1x1_runs &&
+                   s3.depthwise_runs == s2.depthwise_runs,
+               0);
+    } else {
         printf("  conv cuDNN path skipped: %s\n", s0.cudnn_status);
-    record("conv", "conv forced im2col: no cuDNN run",
-           s2.cudnn_runs == s1.cudnn_runs && s2.im2col_runs > s1.im2col_runs,
+    }
+    record("conv", "conv forced im2col: im2col only",
+           s2.im2col_runs > s1.im2col_runs &&
+               s2.im2col_runs - s1.im2col_runs == all_runs(&s1, &s2),
            0);
     /* A batch bigger than one scratch chunk is covered by the bench sizes;
      * an empty kernel window (zero kernel channels) gives zeros. */
