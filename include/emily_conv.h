@@ -65,9 +65,9 @@ em_status em_conv(em_array *input, em_array *kernel,
  *      library or its directory; EMILY_CUDNN=0 turns it off): f32/f16/bf16
  *      without input dilation or batch groups, up to 3 spatial axes
  *      (padding it cannot express, asymmetric or negative, is applied to a
- *      copy of the input first). The algorithm is the fastest of the
- *      heuristic's first candidates, timed once per shape
- *      (EMILY_CUDNN_AUTOTUNE=0: the heuristic's first).
+ *      copy of the input first). The algorithm is the heuristic's first
+ *      (EMILY_CUDNN_AUTOTUNE=1: the fastest of its first candidates, timed
+ *      once per shape; slower on the H200's bf16 3x3 cases).
  *   4. im2col + GEMM: everything else; every dtype. */
 typedef enum em_gpu_conv_path {
     EM_GPU_CONV_AUTO = 0,   /* the order above */

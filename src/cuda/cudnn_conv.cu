@@ -14,15 +14,14 @@
 //
 // Per shape a plan (descriptors and an algorithm) is built once and
 // cached; the workspace it needs comes from the engine's allocator
-// (gpu_conv.c), so the run allocates nothing. The algorithm: of the
-// heuristic's first TIMED_CANDIDATES that keep the engine's precision and
-// fit MAX_WORKSPACE, the fastest, timed once when the plan is built on
-// scratch tensors of the plan's shapes (the heuristic's first choice is
-// not always its fastest; PyTorch's cudnn.benchmark times them too);
-// EMILY_CUDNN_AUTOTUNE=0 keeps the heuristic's first, as does a plan built
-// while the stream is captured into a CUDA graph or when the scratch does
-// not fit. Algorithms round differently, so results may differ in the last
-// bits between processes (never within one: the plan is kept).
+// (gpu_conv.c), so the run allocates nothing. The algorithm: the
+// heuristic's first that keeps the engine's precision and fits
+// MAX_WORKSPACE. With EMILY_CUDNN_AUTOTUNE=1, the fastest of its first
+// TIMED_CANDIDATES such, timed once when the plan is built on scratch
+// tensors of the plan's shapes (as PyTorch's cudnn.benchmark), except for a
+// plan built while the stream is captured into a CUDA graph or when the
+// scratch does not fit; timed choices may differ between processes in the
+// last bits (never within one: the plan is kept).
 // Precision: f16/bf16 accumulate in f32 with tensor cores; f32 uses
 // CUDNN_FMA_MATH (no TF32, like the GEMMs) unless EMILY_CUDA_TF32=1 asks
 // for TF32 (CUDNN_DEFAULT_MATH).
@@ -259,12 +258,16 @@ using PlanKey = std::array<int64_t, 7 + 3 * 6>;
 static std::map<PlanKey, Plan> plans[EM_DEVICE_MAX_GPUS];
 static std::mutex plan_lock[EM_DEVICE_MAX_GPUS];
 
-static bool tf32_enabled() {
-    const char *v = getenv("EMILY_CUDA_TF32");
+static bool env_on(const char *name) {
+    const char *v = getenv(name);
     return v && *v && *v != '0';
 }
 
-static bool autotune_enabled() { return !env_off("EMILY_CUDNN_AUTOTUNE"); }
+static bool tf32_enabled() { return env_on("EMILY_CUDA_TF32"); }
+
+// Opt-in: on the H200 (cuDNN 9.19) the timed choice was slower than the
+// heuristic's first on the bf16 3x3 cases (bench/RESULTS.md, issue 16).
+static bool autotune_enabled() { return env_on("EMILY_CUDNN_AUTOTUNE"); }
 
 static PlanKey key_of(const em_cuda_cudnn_conv *j, bool tf32) {
     PlanKey k{};
