@@ -11,7 +11,7 @@
  * (those runs take the ordinary way, and later runs copy the state
  * instead of handing it out); a handed-out cache outlives its program;
  * arguments that stay the same are read in place, arguments that change
- * cost one recapture.
+ * cost one recapture, arguments the program does not read cost nothing.
  */
 #include "cuda_test.h"
 #include "emily_compile.h"
@@ -202,7 +202,50 @@ static void state_outlives_program(void) {
         em_array_release(rest[i]);
 }
 
+/* (x, unused) -> 2x: the unused input is neither bound nor copied, so new
+ * arrays there cost no recapture. */
+static void unused_input(void) {
+    const int64_t shape[1] = {1000};
+    em_device old = em_set_default_device(GPU);
+    em_array *ph[2] = {NULL, NULL}, *two = NULL, *y = NULL;
+    die_on(em_placeholder(EM_F32, shape, 1, &ph[0]), "unused: placeholder");
+    die_on(em_placeholder(EM_F32, shape, 1, &ph[1]), "unused: placeholder");
+    die_on(em_scalar_f64(2, EM_F32, &two), "unused: scalar");
+    die_on(em_binary(EM_BINARY_multiply, ph[0], two, &y), "unused: mul");
+    em_set_default_device(old);
+    em_program_options o = {.cuda_graph = true};
+    em_program *p = NULL;
+    if (y)
+        die_on(em_program_new(ph, 2, &y, 1, &o, &p), "unused: program");
+    em_array *x_cpu = random_array(EM_F32, shape, 1, false, 0);
+    em_array *x = on(x_cpu, GPU), *want = NULL;
+    die_on(em_binary(EM_BINARY_multiply, x_cpu, two, &want), "unused: want");
+    for (int r = 0; p && r < 3; r++) {
+        em_array *junk_cpu = random_array(EM_F32, shape, 1, false, 0);
+        em_array *args[2] = {x, on(junk_cpu, GPU)}, *out = NULL;
+        die_on(em_program_run(p, args, 2, &out), "unused: run");
+        die_on(em_eval(&out, 1), "unused: eval");
+        record("cuda_graph", "unused input: results",
+               out && equal_bytes(want, out), 0);
+        em_array_release(out);
+        em_array_release(args[1]);
+        em_array_release(junk_cpu);
+    }
+    em_program_stats st = {0};
+    if (p)
+        em_program_get_stats(p, &st);
+    record("cuda_graph", "unused input: no recapture, x bound",
+           st.cuda_graph_captures == 1 && st.cuda_graph_replays == 2 &&
+               st.cuda_graph_bound_inputs == 1,
+           0);
+    em_program_release(p);
+    em_array *rest[7] = {ph[0], ph[1], two, y, x_cpu, x, want};
+    for (int i = 0; i < 7; i++)
+        em_array_release(rest[i]);
+}
+
 void test_cuda_graph_state(void) {
+    unused_input();
     feed_back();
     state_outlives_program();
 }

@@ -90,6 +90,9 @@ struct em__program_graph {
     /* Inputs given another array than the bound one: copied from then on
      * (the graph is recaptured once without binding them). */
     bool *no_bind;
+    /* Inputs no node reads (a loop condition takes the whole state and
+     * reads a counter): neither bound nor copied. */
+    bool *unused;
     int captures;
     /* Whether runs hand state buffers out as outputs: once an aliased
      * input is given an output of a graph run (state fed back, as a decode
@@ -205,6 +208,18 @@ static bool graph_check(em_program *p, em__program_graph *g) {
     return true;
 }
 
+/* unused[j]: no tape node reads input j (outputs that are inputs make the
+ * program not capturable, see graph_check). */
+static void mark_unused(const em__tape *t, bool *unused) {
+    for (size_t j = 0; j < t->ninputs; j++)
+        unused[j] = true;
+    for (size_t i = 0; i < t->len; i++)
+        for (int k = 0; k < t->nodes[i]->ninputs; k++)
+            for (size_t j = 0; j < t->ninputs; j++)
+                if (t->nodes[i]->inputs[k] == t->inputs[j])
+                    unused[j] = false;
+}
+
 em_status em__program_graph_new(em_program *p, em__program_graph **out) {
     *out = NULL;
     em__program_graph *g = calloc(1, sizeof *g);
@@ -223,11 +238,12 @@ em_status em__program_graph_new(em_program *p, em__program_graph **out) {
     g->state_buf = calloc(nin, sizeof *g->state_buf);
     g->in_addr = calloc(nin, sizeof *g->in_addr);
     g->no_bind = calloc(nin, sizeof *g->no_bind);
+    g->unused = calloc(nin, sizeof *g->unused);
     g->ntape = t->len;
     g->uploads = calloc(t->len ? t->len : 1, sizeof *g->uploads);
     if (!g->part_offset || !g->apart_offset || !g->alias_of || !g->outs ||
         !g->bound || !g->state_buf || !g->in_addr || !g->no_bind ||
-        !g->uploads) {
+        !g->unused || !g->uploads) {
         em__program_graph_free(g);
         return em__fail(EM_ERR_OOM, "cuda graph: out of memory");
     }
@@ -237,6 +253,7 @@ em_status em__program_graph_new(em_program *p, em__program_graph **out) {
         g->packed_bytes += (bytes + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN;
         g->alias_of[i] = -1;
     }
+    mark_unused(t, g->unused);
     g->stream_id =
         ((uint64_t)1 << 62) + atomic_fetch_add(&last_graph_stream, 1);
     atomic_init(&g->state, graph_check(p, g) ? EM_CUDA_GRAPH_PENDING
@@ -292,6 +309,7 @@ void em__program_graph_free(em__program_graph *g) {
     free(g->state_buf);
     free(g->in_addr);
     free(g->no_bind);
+    free(g->unused);
     free(g->outs);
     free(g->uploads);
     free(g);
@@ -431,6 +449,11 @@ static em_status make_inputs(em_program *p, em__program_graph *g,
     const em__tape *t = em__program_tape(p);
     em_status st = EM_OK;
     for (size_t i = 0; i < g->nin && st == EM_OK; i++) {
+        if (g->unused[i]) { /* stands in for the placeholder, never read */
+            em_array_retain(args[i]);
+            inputs[i] = args[i];
+            continue;
+        }
         if (bindable(g, i, args[i])) {
             g->bound[i] = args[i];
             em_array_retain(args[i]);
@@ -676,7 +699,8 @@ static em_status launch(em__program_graph *g, em_array *node,
         /* Reads of the state on another stream come first. */
         if (s && atomic_load(&s->stream) != g->stream)
             st = em__gpu_wait_buffer(api, ord, s);
-        if (st == EM_OK && !g->bound[j] && args[j]->buffer != s)
+        if (st == EM_OK && !g->bound[j] && !g->unused[j] &&
+            args[j]->buffer != s)
             st = copy_out(g->device, s ? s->data : g->in_addr[j], args[j]);
     }
     if (st != EM_OK)
