@@ -344,6 +344,7 @@ defmodule Emily.DistributedTest do
     # the losses (sums near 190) differ by a few f32 ulps: relative tolerance
     for {a, b} <- Enum.zip(single.losses, r0.losses),
         do: assert_in_delta(a, b, 1.0e-6 * max(abs(a), 1.0))
+
     # and it trains
     assert List.last(r0.losses) < hd(r0.losses)
   end
