@@ -42,31 +42,6 @@ static em_status op_sdpa(em_array *const *in, em_array **out) {
  * MB), so they come from HBM as in a decode step. */
 static em_array *filler;
 
-/* Median GPU milliseconds of `fn` queued behind the filler. */
-static double time_queued(build_fn fn, em_array *const *in) {
-    double ms[REPEAT];
-    for (int it = 0; it < WARMUP + REPEAT; it++) {
-        em_device_event *e0, *e1;
-        em_array *busy, *out;
-        check(em_unary(EM_UNARY_negate, filler, &busy), "filler");
-        check(em_eval(&busy, 1), "filler eval");
-        check(em_device_event_record(GPU, &e0), "event");
-        check(fn(in, &out), "build");
-        check(em_eval(&out, 1), "eval");
-        check(em_device_event_record(GPU, &e1), "event");
-        double t;
-        check(em_device_event_elapsed(e0, e1, &t), "elapsed");
-        if (it >= WARMUP)
-            ms[it - WARMUP] = t;
-        em_array_release(busy);
-        em_array_release(out);
-        em_device_event_release(e0);
-        em_device_event_release(e1);
-    }
-    qsort(ms, REPEAT, sizeof ms[0], cmp_double);
-    return ms[REPEAT / 2];
-}
-
 static void result(const char *name, double ms, double bytes) {
     printf("RESULT %s %.4f %.1f GB/s\n", name, ms, bytes / (ms * 1e-3) / 1e9);
     fflush(stdout);
@@ -100,7 +75,7 @@ int main(void) {
                      (long long)batches[b]);
             result(name, time_op(op_linear, in), bytes);
             strcat(name, "_q");
-            result(name, time_queued(op_linear, in), bytes);
+            result(name, time_op_behind(op_linear, in, filler), bytes);
             em_array_release(in[0]);
         }
         em_array_release(w);
